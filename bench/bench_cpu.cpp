@@ -1,0 +1,97 @@
+// CPU speed against this machine's memory bandwidth, measured in the same run:
+//   memcpy of a large buffer            -> bandwidth (bytes read + written per second)
+//   bf16 GEMV (batch-1 matmul)           -> weight bytes streamed per second
+//   dummy:llama-3.2-1b decode, batch 1   -> tokens/s, and weight bytes per token / bandwidth as the roofline
+// Run: build/bin/photon_bench_cpu [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/kernels.hpp"
+#include "models/decoder.hpp"
+#include "models/model_loader.hpp"
+
+namespace photon {
+namespace {
+
+constexpr size_t kCopyBytes = size_t{1} << 29;  // 512 MiB: far beyond any cache
+
+void BM_MemcpyBandwidth(benchmark::State& state) {
+  std::vector<char> src(kCopyBytes, 1), dst(kCopyBytes, 0);
+  for (auto _ : state) {
+    // Split across threads like the kernels are, so both measure the same memory system.
+    const int64_t chunks = 64;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const size_t part = kCopyBytes / chunks;
+      std::memcpy(dst.data() + c * part, src.data() + c * part, part);
+    }
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * kCopyBytes));
+}
+BENCHMARK(BM_MemcpyBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_MatmulBf16Gemv(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1);
+  std::vector<uint16_t> w(static_cast<size_t>(n * k));
+  std::mt19937 rng(1);
+  for (auto& v : w) v = f32_to_bf16(static_cast<float>(rng() % 1000) / 1000.0f - 0.5f);
+  std::vector<float> x(static_cast<size_t>(k), 0.01f), out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    cpu::matmul(x.data(), 1, k, k, w.data(), DType::kBF16, n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * k * 2);
+}
+BENCHMARK(BM_MatmulBf16Gemv)->Args({8192, 2048})->Args({128256, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DecodeDummyModel(benchmark::State& state, const char* model) {
+  auto backend = make_cpu_backend(default_cpu_allocator());
+  auto loaded = load_model({model}, *backend);
+  if (!loaded) {
+    state.SkipWithError(loaded.status().to_string().c_str());
+    return;
+  }
+  const ModelConfig config = loaded->config;
+  const uint64_t weight_bytes = loaded->weights.bytes;
+  // Bytes a decode step must read: every weight except the embedding table, of which one row is read.
+  const uint64_t step_bytes =
+      weight_bytes - (config.tie_word_embeddings ? 0 : static_cast<uint64_t>(config.vocab_size * config.hidden_size * 2));
+  auto decoder = Decoder::create(config, std::move(loaded->weights), *backend, {64, 1, 1, 64}).value();
+  const int64_t context = 64;
+  auto kv = PagedKvCache::create(config, *backend, 64, 16, DType::kF32).value();
+  std::vector<int32_t> blocks(64);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::vector<int32_t> prompt(static_cast<size_t>(context), 1000);
+  ForwardBatch batch;
+  batch.add_sequence(prompt, 0, blocks, 16, ForwardBatch::Logits::kLast);
+  (void)decoder->forward(batch, kv);
+  int32_t pos = static_cast<int32_t>(context);
+  for (auto _ : state) {
+    const int32_t token = 1000 + pos % 100;
+    batch.clear();
+    batch.add_sequence(std::span(&token, 1), pos, blocks, 16, ForwardBatch::Logits::kLast);
+    auto logits = decoder->forward(batch, kv);
+    benchmark::DoNotOptimize(logits);
+    if (++pos >= 64 * 16) pos = static_cast<int32_t>(context);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * step_bytes));
+  state.counters["weight_bytes_per_token"] = static_cast<double>(step_bytes);
+}
+BENCHMARK_CAPTURE(BM_DecodeDummyModel, llama_3_2_1b, "dummy:llama-3.2-1b")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+
+}  // namespace
+}  // namespace photon
+
+BENCHMARK_MAIN();

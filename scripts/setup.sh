@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs PhotonInfer's build and test dependencies from the system package manager.
+# Idempotent: packages already present are left alone. Supported: Debian 12 (bookworm) and Ubuntu 24.04.
+# Elsewhere, install by hand: a C++20 compiler (GCC >= 12), CMake >= 3.25, Ninja, fmt >= 9, nlohmann-json >= 3.11,
+# Catch2 v3 (tests), Google Benchmark (bench/), and optionally the CUDA toolkit >= 12.4.
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libbenchmark-dev python3)
+
+missing=()
+for p in "${packages[@]}" catch2; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all dependencies are installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+. /etc/os-release
+case "${ID}:${VERSION_ID:-}" in
+  debian:12)
+    # Catch2 v3 is only in bookworm-backports (bookworm itself ships Catch2 v2).
+    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "deb http://deb.debian.org/debian bookworm-backports main" | $sudo tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+    fi
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports catch2
+    ;;
+  ubuntu:24.04)
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" catch2
+    ;;
+  *)
+    echo "setup: ${PRETTY_NAME:-this system} is not supported by this script." >&2
+    echo "Install: GCC >= 12, CMake >= 3.25, Ninja, fmt, nlohmann-json, Catch2 v3, Google Benchmark." >&2
+    exit 1
+    ;;
+esac
+echo "setup: dependencies installed"

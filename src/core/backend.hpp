@@ -1,0 +1,80 @@
+// The backend interface: the small set of operations the decoder is written against. The CPU and CUDA backends
+// implement the same interface, so the model's forward pass exists once.
+//
+// Conventions for every operation:
+// - Tensors live on the backend's device. Activations are row-major [tokens, features] in activation_dtype();
+//   weights are [out_features, in_features] in f32, f16 or bf16; index tensors are i32.
+// - Shapes are validated when the model is loaded, so operations assume them (debug builds assert).
+// - Operations are enqueued in order on the backend's stream; synchronize() waits for all of them.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.hpp"
+
+namespace photon {
+
+/// Where one step's tokens sit in the paged KV cache, as tensors on the device (FlashInfer-style CSR page tables).
+/// Sequence s contributes tokens [query_start[s], query_start[s+1]) of the batch; they are the last
+/// (query_start[s+1] - query_start[s]) positions of its context, whose total length after this step is seq_lens[s].
+struct AttentionBatch {
+  int32_t num_seqs = 0;
+  int32_t num_tokens = 0;
+  int32_t max_seq_len = 0;    ///< max over seq_lens
+  int32_t max_query_len = 0;  ///< max tokens of one sequence in this step
+  Tensor query_start;         ///< i32 [num_seqs + 1]
+  Tensor seq_lens;            ///< i32 [num_seqs]
+  Tensor block_indptr;        ///< i32 [num_seqs + 1]: sequence s owns block_indices[block_indptr[s] .. block_indptr[s+1])
+  Tensor block_indices;       ///< i32 [total blocks]: physical block ids in logical order
+  Tensor slot_mapping;        ///< i32 [num_tokens]: block_id * block_size + offset where each token's K/V is written
+};
+
+/// Geometry of one layer's paged KV cache: a tensor [num_blocks, 2, num_kv_heads, block_size, head_dim] where index
+/// 0 of the second dimension holds keys and 1 values. Blocks are the unit the block manager hands out.
+struct KvCacheLayout {
+  int64_t num_blocks = 0;
+  int64_t num_kv_heads = 0;
+  int64_t block_size = 0;
+  int64_t head_dim = 0;
+  int64_t elements_per_block() const { return 2 * num_kv_heads * block_size * head_dim; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual Allocator& allocator() = 0;
+  /// dtype of activations between operations (f32 on the CPU).
+  virtual DType activation_dtype() const = 0;
+  /// Copies `bytes` host bytes into device tensor memory (and back).
+  virtual void copy_to_device(const void* host, Tensor& dst, size_t bytes) = 0;
+  virtual void copy_to_host(const Tensor& src, void* host, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  /// out[t, :] = table[ids[t], :].  ids i32 [T]; table [vocab, hidden]; out [T, hidden].
+  virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  /// out[r, :] = x[r, :] / rms(x[r, :]) * weight.  x, out [rows, dim] (may alias); weight f32 [dim].
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  /// residual += x; out = rms_norm(residual) * weight (the pre-norm of the next sub-layer).
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
+  /// out[m, n] = sum_k x[m, k] * w[n, k].  x [M, K]; w [N, K]; out [M, N].
+  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  /// out = silu(gate) * up, elementwise.
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  /// out[i, :] = x[indices[i], :].
+  virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+
+  /// cos/sin f32 [T, head_dim / 2] of positions (i32 [T]) times inv_freq (f32 [head_dim / 2]).
+  virtual void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) = 0;
+  /// Rotates q [T, heads * head_dim] and k [T, kv_heads * head_dim] in place (rotate-half convention), then writes
+  /// k and v into `kv_cache` (layout above) at slot_mapping.
+  virtual void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
+                                    const Tensor& slot_mapping, const KvCacheLayout& layout, Tensor& kv_cache) = 0;
+  /// Causal attention of q [T, heads * head_dim] over each sequence's cached K/V (GQA: query head h reads kv head
+  /// h / (heads / kv_heads)); out [T, heads * head_dim]. `scale` multiplies q.k (usually 1/sqrt(head_dim)).
+  virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,
+                         const AttentionBatch& batch, float scale, Tensor& out) = 0;
+};
+
+}  // namespace photon

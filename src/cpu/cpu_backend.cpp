@@ -1,0 +1,84 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <cassert>
+#include <cstring>
+
+#include "cpu/kernels.hpp"
+
+namespace photon {
+namespace {
+
+cpu::KvView kv_view(const Tensor& cache, const KvCacheLayout& layout) {
+  return {cache.raw(), cache.dtype(), layout.num_blocks, layout.num_kv_heads, layout.block_size, layout.head_dim};
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(Allocator& allocator) : allocator_(allocator) {}
+
+  Device device() const override { return Device::cpu(); }
+  Allocator& allocator() override { return allocator_; }
+  DType activation_dtype() const override { return DType::kF32; }
+  void copy_to_device(const void* host, Tensor& dst, size_t bytes) override { std::memcpy(dst.raw(), host, bytes); }
+  void copy_to_host(const Tensor& src, void* host, size_t bytes) override { std::memcpy(host, src.raw(), bytes); }
+  void synchronize() override {}
+
+  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    cpu::embed(ids.data<int32_t>(), ids.numel(), table.raw(), table.dtype(), table.size(1), out.data<float>());
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    assert(weight.dtype() == DType::kF32);
+    cpu::rms_norm(x.data<float>(), weight.data<float>(), x.size(0), x.size(-1), eps, out.data<float>());
+  }
+
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
+    cpu::add_rms_norm(residual.data<float>(), x.data<float>(), weight.data<float>(), x.size(0), x.size(-1), eps,
+                      out.data<float>());
+  }
+
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    assert(x.size(1) == w.size(1) && out.size(1) == w.size(0) && out.size(0) == x.size(0));
+    cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.raw(), w.dtype(), w.size(0),
+                out.data<float>());
+  }
+
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    cpu::silu_mul(gate.data<float>(), up.data<float>(), gate.numel(), out.data<float>());
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
+    cpu::gather_rows(x.data<float>(), indices.data<int32_t>(), indices.numel(), x.size(-1), out.data<float>());
+  }
+
+  void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) override {
+    cpu::rope_cos_sin(positions.data<int32_t>(), positions.numel(), inv_freq.data<float>(), inv_freq.numel(),
+                      cos.data<float>(), sin.data<float>());
+  }
+
+  void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
+                            const Tensor& slot_mapping, const KvCacheLayout& layout, Tensor& kv_cache) override {
+    const int64_t hd = layout.head_dim;
+    const int64_t t = q.size(0);
+    cpu::rope(q.data<float>(), t, q.size(1) / hd, hd, q.size(1), cos.data<float>(), sin.data<float>());
+    cpu::rope(k.data<float>(), t, k.size(1) / hd, hd, k.size(1), cos.data<float>(), sin.data<float>());
+    cpu::cache_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), t, kv_view(kv_cache, layout));
+  }
+
+  void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& batch,
+                 float scale, Tensor& out) override {
+    cpu::paged_attention(q.data<float>(), q.size(1) / layout.head_dim, kv_view(kv_cache, layout),
+                         batch.query_start.data<int32_t>(), batch.seq_lens.data<int32_t>(),
+                         batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs,
+                         scale, out.data<float>());
+  }
+
+ private:
+  Allocator& allocator_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(Allocator& allocator) { return std::make_unique<CpuBackend>(allocator); }
+
+}  // namespace photon

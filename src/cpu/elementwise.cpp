@@ -1,0 +1,71 @@
+// Conversions and elementwise CPU kernels.
+#include <cmath>
+#include <cstring>
+
+#include "cpu/kernels.hpp"
+
+namespace photon::cpu {
+
+void to_f32(const void* src, DType dtype, int64_t n, float* dst) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kBF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::kF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    default:
+      return;  // other dtypes never reach float kernels: the loader rejects them
+  }
+}
+
+void from_f32(const float* src, int64_t n, DType dtype, void* dst) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void embed(const int32_t* ids, int64_t num_tokens, const void* table, DType table_dtype, int64_t hidden, float* out) {
+  const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(table_dtype);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    to_f32(static_cast<const char*>(table) + static_cast<size_t>(ids[t]) * row_bytes, table_dtype, hidden,
+           out + t * hidden);
+  }
+}
+
+void gather_rows(const float* x, const int32_t* indices, int64_t count, int64_t dim, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    std::memmove(out + i * dim, x + static_cast<int64_t>(indices[i]) * dim, static_cast<size_t>(dim) * sizeof(float));
+  }
+}
+
+}  // namespace photon::cpu

@@ -1,0 +1,61 @@
+// CPU kernels on raw pointers: f32 activations, f32 accumulation, weights in f32, f16 or bf16. OpenMP spreads the
+// work over cores; AVX-512 paths are chosen at run time where the CPU has them. CpuBackend adapts these to the
+// Backend interface; tests call them directly against double-precision references.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace photon::cpu {
+
+/// True when the running CPU has AVX-512 F and BW (the vector paths); false selects portable loops.
+bool has_avx512();
+/// Forces the portable paths (for tests that compare both).
+void set_force_portable(bool force);
+
+/// Widens n elements of `src` (f32, f16 or bf16) to f32.
+void to_f32(const void* src, DType dtype, int64_t n, float* dst);
+/// Narrows n f32 values to `dtype` (f32, f16 or bf16), rounding to nearest even.
+void from_f32(const float* src, int64_t n, DType dtype, void* dst);
+
+/// out[i, j] = sum_k x[i, k] * w[j, k].  x f32 [m, k] (rows ldx apart); w [n, k] contiguous; out f32 [m, n].
+void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType w_dtype, int64_t n, float* out);
+
+/// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of `dim`. out may alias x.
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
+/// residual += x, then out = rms_norm(residual).
+void add_rms_norm(float* residual, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
+/// out = gate * sigmoid(gate) * up.
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+/// out[t] = table[ids[t]] widened to f32.
+void embed(const int32_t* ids, int64_t num_tokens, const void* table, DType table_dtype, int64_t hidden, float* out);
+/// out[i] = x[indices[i]] for rows of `dim`.
+void gather_rows(const float* x, const int32_t* indices, int64_t count, int64_t dim, float* out);
+
+/// cos/sin [T, half] of positions[t] * inv_freq[i], with the angle rounded to f32 as Hugging Face computes it.
+void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const float* inv_freq, int64_t half, float* cos,
+                  float* sin);
+/// Rotate-half RoPE in place on `heads` heads of `head_dim` per token row (row stride ld).
+void rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, int64_t ld, const float* cos,
+          const float* sin);
+
+/// Paged KV cache geometry for one layer: [num_blocks][2][kv_heads][block_size][head_dim] of `dtype` (f32 or bf16).
+struct KvView {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t num_blocks = 0;
+  int64_t kv_heads = 0;
+  int64_t block_size = 0;
+  int64_t head_dim = 0;
+};
+
+/// Writes k, v [T, kv_heads * head_dim] to their slots (block * block_size + offset). Negative slots are skipped.
+void cache_write(const float* k, const float* v, const int32_t* slots, int64_t num_tokens, const KvView& kv);
+
+/// Causal paged attention; see Backend::attention. query_start/seq_lens/block_* as in AttentionBatch.
+void paged_attention(const float* q, int64_t heads, const KvView& kv, const int32_t* query_start,
+                     const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
+                     int32_t num_seqs, float scale, float* out);
+
+}  // namespace photon::cpu

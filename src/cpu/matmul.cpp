@@ -1,0 +1,168 @@
+// CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 weights, f32 accumulation.
+//
+// Decode is memory-bound (every weight byte is read once per token), so the AVX-512 path streams each weight row
+// exactly once per block of tokens: a register tile of MT tokens x NT weight rows, with weights widened to f32 in
+// registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference).
+// GCC 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+
+namespace photon::cpu {
+namespace {
+
+std::atomic<bool> g_force_portable{false};
+
+bool detect_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+// Tokens per outer block: keeps a block of x in L2 while the weights stream past it once.
+constexpr int64_t kTokenBlock = 64;
+
+void matmul_portable(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n,
+                     float* out) {
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(k));
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      to_f32(static_cast<const char*>(w) + static_cast<size_t>(j * k) * dtype_size(wt), wt, k, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xi = x + i * ldx;
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < k; ++kk) acc += xi[kk] * row[static_cast<size_t>(kk)];
+        out[i * n + j] = acc;
+      }
+    }
+  }
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,fma")
+
+enum WeightKind { kWF32, kWF16, kWBF16 };
+
+template <int WK>
+inline __m512 load_w(const void* base, int64_t i) {
+  if constexpr (WK == kWF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  } else if constexpr (WK == kWF16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+  } else {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+  }
+}
+
+template <int WK>
+inline __m512 load_w_masked(const void* base, int64_t i, __mmask16 mask) {
+  if constexpr (WK == kWF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
+  } else if constexpr (WK == kWF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i));
+  } else {
+    const __m256i v = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+  }
+}
+
+// out[r, j0 + c] for r < MT, c < NT.
+template <int WK, int MT, int NT>
+inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0, float* out,
+                 int64_t ldo) {
+  __m512 acc[MT][NT];
+  const void* rows[NT];
+  for (int c = 0; c < NT; ++c) rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 wv[NT];
+    for (int c = 0; c < NT; ++c) wv[c] = load_w<WK>(rows[c], kk);
+    for (int r = 0; r < MT; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x + r * ldx + kk);
+      for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+    }
+  }
+  if (kk < k) {
+    const auto mask = static_cast<__mmask16>((1u << (k - kk)) - 1u);
+    __m512 wv[NT];
+    for (int c = 0; c < NT; ++c) wv[c] = load_w_masked<WK>(rows[c], kk, mask);
+    for (int r = 0; r < MT; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * ldx + kk);
+      for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+// All rows of one token block against weight rows [j_begin, j_end).
+template <int WK, int MT, int NT>
+void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j_begin,
+                int64_t j_end, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + MT <= m; i += MT) {
+    int64_t j = j_begin;
+    for (; j + NT <= j_end; j += NT) tile<WK, MT, NT>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+    for (; j < j_end; ++j) tile<WK, MT, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+  }
+  for (; i < m; ++i) {
+    int64_t j = j_begin;
+    for (; j + 8 <= j_end; j += 8) tile<WK, 1, 8>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+    for (; j < j_end; ++j) tile<WK, 1, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+  }
+}
+
+template <int WK>
+void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+  const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
+  const auto* wb = static_cast<const char*>(w);
+  // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
+  constexpr int64_t kRowChunk = 32;
+  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  for (int64_t i0 = 0; i0 < m; i0 += kTokenBlock) {
+    const int64_t mb = m - i0 < kTokenBlock ? m - i0 : kTokenBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j_begin = c * kRowChunk;
+      const int64_t j_end = j_begin + kRowChunk < n ? j_begin + kRowChunk : n;
+      rows_block<WK, 4, 4>(x + i0 * ldx, mb, ldx, wb, w_row_bytes, k, j_begin, j_end, out + i0 * n, n);
+    }
+  }
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
+bool has_avx512() {
+  static const bool has = detect_avx512();
+  return has && !g_force_portable.load(std::memory_order_relaxed);
+}
+
+void set_force_portable(bool force) { g_force_portable.store(force); }
+
+void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n, float* out) {
+  if (m == 0 || n == 0) return;
+  if (has_avx512()) {
+    switch (wt) {
+      case DType::kF32: return matmul_avx512<kWF32>(x, m, k, ldx, w, n, out);
+      case DType::kF16: return matmul_avx512<kWF16>(x, m, k, ldx, w, n, out);
+      case DType::kBF16: return matmul_avx512<kWBF16>(x, m, k, ldx, w, n, out);
+      default: break;
+    }
+  }
+  matmul_portable(x, m, k, ldx, w, wt, n, out);
+}
+
+}  // namespace photon::cpu

@@ -1,0 +1,259 @@
+#include "models/decoder.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/rope_frequencies.hpp"
+
+namespace photon {
+namespace {
+
+Status batch_error(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+
+}  // namespace
+
+void ForwardBatch::clear() {
+  token_ids.clear();
+  positions.clear();
+  slot_mapping.clear();
+  query_start.clear();
+  seq_lens.clear();
+  block_indptr.clear();
+  block_indices.clear();
+  logits_indices.clear();
+}
+
+void ForwardBatch::add_sequence(std::span<const int32_t> tokens, int32_t start, std::span<const int32_t> blocks,
+                                int32_t block_size, Logits want_logits) {
+  if (query_start.empty()) query_start.push_back(0);
+  if (block_indptr.empty()) block_indptr.push_back(0);
+  const auto first_row = static_cast<int32_t>(token_ids.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t pos = start + static_cast<int32_t>(i);
+    token_ids.push_back(tokens[i]);
+    positions.push_back(pos);
+    slot_mapping.push_back(blocks[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size);
+    if (want_logits == Logits::kAll) logits_indices.push_back(first_row + static_cast<int32_t>(i));
+  }
+  if (want_logits == Logits::kLast && !tokens.empty()) {
+    logits_indices.push_back(first_row + static_cast<int32_t>(tokens.size()) - 1);
+  }
+  query_start.push_back(static_cast<int32_t>(token_ids.size()));
+  seq_lens.push_back(start + static_cast<int32_t>(tokens.size()));
+  block_indices.insert(block_indices.end(), blocks.begin(), blocks.end());
+  block_indptr.push_back(static_cast<int32_t>(block_indices.size()));
+}
+
+Decoder::Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits)
+    : config_(config), weights_(std::move(weights)), backend_(backend), limits_(limits) {}
+
+Result<std::unique_ptr<Decoder>> Decoder::create(const ModelConfig& config, ModelWeights weights, Backend& backend,
+                                                 const DecoderLimits& limits) {
+  if (limits.max_num_tokens <= 0 || limits.max_num_seqs <= 0 || limits.max_num_logits <= 0 ||
+      limits.max_num_blocks <= 0) {
+    return Status(StatusCode::kInvalidArgument, "decoder limits must all be positive");
+  }
+  std::unique_ptr<Decoder> d(new Decoder(config, std::move(weights), backend, limits));
+  PHOTON_RETURN_IF_ERROR(d->allocate_workspace());
+  return d;
+}
+
+Status Decoder::allocate_workspace() {
+  Allocator& a = backend_.allocator();
+  const DType act = backend_.activation_dtype();
+  const int64_t t = limits_.max_num_tokens;
+  const int64_t l = limits_.max_num_logits;
+  const ModelConfig& c = config_;
+  struct Item {
+    Tensor* slot;
+    std::initializer_list<int64_t> shape;
+    DType dtype;
+  };
+  const Item items[] = {
+      {&inv_freq_, {c.head_dim / 2}, DType::kF32},
+      {&ids_, {t}, DType::kI32},
+      {&positions_, {t}, DType::kI32},
+      {&slots_, {t}, DType::kI32},
+      {&query_start_, {limits_.max_num_seqs + 1}, DType::kI32},
+      {&seq_lens_, {limits_.max_num_seqs}, DType::kI32},
+      {&block_indptr_, {limits_.max_num_seqs + 1}, DType::kI32},
+      {&block_indices_, {limits_.max_num_blocks}, DType::kI32},
+      {&logits_indices_, {l}, DType::kI32},
+      {&residual_, {t, c.hidden_size}, act},
+      {&hidden_, {t, c.hidden_size}, act},
+      {&proj_, {t, c.hidden_size}, act},
+      {&q_, {t, c.q_size()}, act},
+      {&attn_, {t, c.q_size()}, act},
+      {&k_, {t, c.kv_size()}, act},
+      {&v_, {t, c.kv_size()}, act},
+      {&gate_, {t, c.intermediate_size}, act},
+      {&up_, {t, c.intermediate_size}, act},
+      {&cos_, {t, c.head_dim / 2}, DType::kF32},
+      {&sin_, {t, c.head_dim / 2}, DType::kF32},
+      {&last_hidden_, {l, c.hidden_size}, act},
+      {&logits_, {l, c.vocab_size}, DType::kF32},
+  };
+  for (const Item& item : items) {
+    auto tensor = Tensor::empty(item.shape, item.dtype, a);
+    if (!tensor) {
+      return tensor.status().with_context(fmt::format("allocating the activation workspace for {} tokens and {} "
+                                                      "logit rows (lower --max-num-batched-tokens)",
+                                                      t, l));
+    }
+    *item.slot = std::move(*tensor);
+    workspace_bytes_ += item.slot->nbytes();
+  }
+  const std::vector<float> inv = rope_inv_freq(c.rope, c.head_dim);
+  backend_.copy_to_device(inv.data(), inv_freq_, inv.size() * sizeof(float));
+  return Status::ok();
+}
+
+Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
+  const auto t = static_cast<int64_t>(b.token_ids.size());
+  const auto s = static_cast<int64_t>(b.seq_lens.size());
+  if (t == 0 || s == 0) return batch_error("a forward pass needs at least one token");
+  if (t > limits_.max_num_tokens) {
+    return batch_error(fmt::format("batch of {} tokens exceeds the limit of {}", t, limits_.max_num_tokens));
+  }
+  if (s > limits_.max_num_seqs) {
+    return batch_error(fmt::format("batch of {} sequences exceeds the limit of {}", s, limits_.max_num_seqs));
+  }
+  if (static_cast<int64_t>(b.logits_indices.size()) > limits_.max_num_logits) {
+    return batch_error(fmt::format("{} logit rows exceed the limit of {}", b.logits_indices.size(),
+                                   limits_.max_num_logits));
+  }
+  if (static_cast<int64_t>(b.block_indices.size()) > limits_.max_num_blocks) {
+    return batch_error(fmt::format("{} block-table entries exceed the limit of {}", b.block_indices.size(),
+                                   limits_.max_num_blocks));
+  }
+  if (static_cast<int64_t>(b.positions.size()) != t || static_cast<int64_t>(b.slot_mapping.size()) != t ||
+      static_cast<int64_t>(b.query_start.size()) != s + 1 || static_cast<int64_t>(b.block_indptr.size()) != s + 1) {
+    return batch_error("batch arrays have inconsistent lengths");
+  }
+  if (b.query_start[0] != 0 || b.query_start[static_cast<size_t>(s)] != t || b.block_indptr[0] != 0 ||
+      b.block_indptr[static_cast<size_t>(s)] != static_cast<int32_t>(b.block_indices.size())) {
+    return batch_error("query_start / block_indptr must start at 0 and end at the array lengths");
+  }
+  const int64_t bs = kv.block_size();
+  for (int64_t i = 0; i < s; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const int32_t q_len = b.query_start[u + 1] - b.query_start[u];
+    const int32_t n_blocks = b.block_indptr[u + 1] - b.block_indptr[u];
+    if (q_len < 0 || n_blocks < 0 || b.seq_lens[u] < q_len || static_cast<int64_t>(n_blocks) * bs < b.seq_lens[u]) {
+      return batch_error(fmt::format("sequence {} of the batch: {} new tokens, context {} and {} blocks of {} do not "
+                                     "fit together",
+                                     i, q_len, b.seq_lens[u], n_blocks, bs));
+    }
+  }
+  for (int32_t block : b.block_indices) {
+    if (block < 0 || block >= kv.num_blocks()) {
+      return batch_error(fmt::format("block id {} is outside the KV cache (0..{})", block, kv.num_blocks() - 1));
+    }
+  }
+  for (int64_t i = 0; i < t; ++i) {
+    const auto u = static_cast<size_t>(i);
+    if (b.token_ids[u] < 0 || b.token_ids[u] >= config_.vocab_size) {
+      return batch_error(fmt::format("token id {} is outside the vocabulary (0..{})", b.token_ids[u],
+                                     config_.vocab_size - 1));
+    }
+    if (b.slot_mapping[u] < -1 || b.slot_mapping[u] >= kv.capacity_tokens() || b.positions[u] < 0) {
+      return batch_error(fmt::format("token {} has slot {} / position {} outside the KV cache", i, b.slot_mapping[u],
+                                     b.positions[u]));
+    }
+  }
+  for (int32_t row : b.logits_indices) {
+    if (row < 0 || row >= t) return batch_error(fmt::format("logits index {} is outside the batch", row));
+  }
+  return Status::ok();
+}
+
+Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
+  PHOTON_RETURN_IF_ERROR(validate(b, kv));
+  const ModelConfig& c = config_;
+  const int64_t t = b.num_tokens();
+  const int64_t s = b.num_seqs();
+  const auto n_logits = static_cast<int64_t>(b.logits_indices.size());
+
+  auto upload = [&](const std::vector<int32_t>& host, Tensor& dst) {
+    if (!host.empty()) backend_.copy_to_device(host.data(), dst, host.size() * sizeof(int32_t));
+  };
+  upload(b.token_ids, ids_);
+  upload(b.positions, positions_);
+  upload(b.slot_mapping, slots_);
+  upload(b.query_start, query_start_);
+  upload(b.seq_lens, seq_lens_);
+  upload(b.block_indptr, block_indptr_);
+  upload(b.block_indices, block_indices_);
+  upload(b.logits_indices, logits_indices_);
+
+  AttentionBatch attn_batch;
+  attn_batch.num_seqs = static_cast<int32_t>(s);
+  attn_batch.num_tokens = static_cast<int32_t>(t);
+  for (int64_t i = 0; i < s; ++i) {
+    const auto u = static_cast<size_t>(i);
+    attn_batch.max_seq_len = std::max(attn_batch.max_seq_len, b.seq_lens[u]);
+    attn_batch.max_query_len = std::max(attn_batch.max_query_len, b.query_start[u + 1] - b.query_start[u]);
+  }
+  attn_batch.query_start = query_start_.slice_rows(0, s + 1);
+  attn_batch.seq_lens = seq_lens_.slice_rows(0, s);
+  attn_batch.block_indptr = block_indptr_.slice_rows(0, s + 1);
+  attn_batch.block_indices = block_indices_.slice_rows(0, static_cast<int64_t>(b.block_indices.size()));
+  attn_batch.slot_mapping = slots_.slice_rows(0, t);
+
+  const Tensor ids = ids_.slice_rows(0, t);
+  const Tensor positions = positions_.slice_rows(0, t);
+  Tensor residual = residual_.slice_rows(0, t);
+  Tensor hidden = hidden_.slice_rows(0, t);
+  Tensor proj = proj_.slice_rows(0, t);
+  Tensor q = q_.slice_rows(0, t);
+  Tensor k = k_.slice_rows(0, t);
+  Tensor v = v_.slice_rows(0, t);
+  Tensor attn = attn_.slice_rows(0, t);
+  Tensor gate = gate_.slice_rows(0, t);
+  Tensor up = up_.slice_rows(0, t);
+  Tensor cos = cos_.slice_rows(0, t);
+  Tensor sin = sin_.slice_rows(0, t);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const KvCacheLayout& layout = kv.layout();
+
+  backend_.embed(ids, weights_.embed, residual);
+  backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const LayerWeights& w = weights_.layers[static_cast<size_t>(li)];
+    if (li == 0) {
+      backend_.rms_norm(residual, w.input_norm, eps, hidden);
+    } else {
+      backend_.add_rms_norm(residual, proj, w.input_norm, eps, hidden);  // proj holds the previous MLP output
+    }
+    backend_.linear(hidden, w.q_proj, q);
+    backend_.linear(hidden, w.k_proj, k);
+    backend_.linear(hidden, w.v_proj, v);
+    if (c.has_qk_norm()) {
+      Tensor q_heads = q.reshape({t * c.num_heads, c.head_dim});
+      Tensor k_heads = k.reshape({t * c.num_kv_heads, c.head_dim});
+      backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
+      backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
+    }
+    backend_.rope_and_cache_write(q, k, v, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li));
+    backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
+    backend_.linear(attn, w.o_proj, proj);
+    backend_.add_rms_norm(residual, proj, w.post_norm, eps, hidden);
+    backend_.linear(hidden, w.gate_proj, gate);
+    backend_.linear(hidden, w.up_proj, up);
+    backend_.silu_mul(gate, up, gate);
+    backend_.linear(gate, w.down_proj, proj);
+  }
+  backend_.add_rms_norm(residual, proj, weights_.final_norm, eps, hidden);
+  Tensor logits = logits_.slice_rows(0, n_logits);
+  if (n_logits > 0) {
+    Tensor last = last_hidden_.slice_rows(0, n_logits);
+    backend_.gather_rows(hidden, logits_indices_.slice_rows(0, n_logits), last);
+    backend_.linear(last, weights_.lm_head, logits);
+  }
+  return logits;
+}
+
+}  // namespace photon

@@ -1,0 +1,83 @@
+// The decoder-only transformer (Llama 3.x and Qwen3), written once against the Backend interface.
+//
+// One forward pass runs a ragged batch: any mix of prompt chunks and single decode tokens from several sequences,
+// each reading and extending its own pages of the KV cache. Only the rows named in logits_indices reach the LM
+// head. All activation memory is taken at creation, sized by DecoderLimits; forward() allocates nothing.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "models/kv_cache.hpp"
+#include "models/model_config.hpp"
+#include "models/weights.hpp"
+
+namespace photon {
+
+/// One step's batch as host arrays (see AttentionBatch for the meaning of each).
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;       ///< [T]
+  std::vector<int32_t> positions;       ///< [T] position of each token in its sequence
+  std::vector<int32_t> slot_mapping;    ///< [T]
+  std::vector<int32_t> query_start;     ///< [S + 1]
+  std::vector<int32_t> seq_lens;        ///< [S]
+  std::vector<int32_t> block_indptr;    ///< [S + 1]
+  std::vector<int32_t> block_indices;   ///< blocks of each sequence, in order
+  std::vector<int32_t> logits_indices;  ///< rows of [0, T) whose logits are wanted, in output order
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
+  void clear();
+  /// Appends one sequence's chunk: `tokens` are the sequence's positions [start, start + tokens.size()); `blocks`
+  /// its whole block table. When `want_logits` is "last", only the chunk's last row is added to logits_indices;
+  /// "all" adds every row.
+  enum class Logits { kNone, kLast, kAll };
+  void add_sequence(std::span<const int32_t> tokens, int32_t start, std::span<const int32_t> blocks,
+                    int32_t block_size, Logits want_logits);
+};
+
+/// Capacity of one forward pass, fixed at creation.
+struct DecoderLimits {
+  int64_t max_num_tokens = 512;   ///< tokens per forward pass
+  int64_t max_num_seqs = 64;      ///< sequences per forward pass
+  int64_t max_num_logits = 64;    ///< rows of logits per forward pass
+  int64_t max_num_blocks = 4096;  ///< block-table entries per forward pass
+};
+
+class Decoder {
+ public:
+  /// Takes ownership of `weights`; `backend` must outlive the decoder.
+  static Result<std::unique_ptr<Decoder>> create(const ModelConfig& config, ModelWeights weights, Backend& backend,
+                                                 const DecoderLimits& limits);
+
+  /// Runs the batch and returns logits f32 [logits_indices.size(), vocab] on the backend's device, valid until the
+  /// next forward. Errors (batch past the limits, ids out of range, blocks outside the cache) leave the cache's
+  /// other sequences untouched.
+  Result<Tensor> forward(const ForwardBatch& batch, PagedKvCache& kv_cache);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const DecoderLimits& limits() const { return limits_; }
+  /// Bytes of activation workspace.
+  uint64_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits);
+  Status allocate_workspace();
+  Status validate(const ForwardBatch& batch, const PagedKvCache& kv_cache) const;
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  Backend& backend_;
+  DecoderLimits limits_;
+  uint64_t workspace_bytes_ = 0;
+
+  // Device workspace, each sized for the limits.
+  Tensor inv_freq_;
+  Tensor ids_, positions_, slots_, query_start_, seq_lens_, block_indptr_, block_indices_, logits_indices_;
+  Tensor residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, cos_, sin_, last_hidden_, logits_;
+};
+
+}  // namespace photon

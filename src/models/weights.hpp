@@ -1,0 +1,49 @@
+// The decoder's weights on the backend's device: from a safetensors checkpoint (memory-mapped; zero-copy on the
+// CPU) or generated from a seed (dummy weights, for benchmarks and tests without a download).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/safetensors.hpp"
+#include "models/model_config.hpp"
+
+namespace photon {
+
+struct LayerWeights {
+  Tensor input_norm;  ///< f32 [hidden]
+  Tensor q_proj;      ///< [heads * head_dim, hidden]
+  Tensor k_proj;      ///< [kv_heads * head_dim, hidden]
+  Tensor v_proj;      ///< [kv_heads * head_dim, hidden]
+  Tensor o_proj;      ///< [hidden, heads * head_dim]
+  Tensor q_norm;      ///< f32 [head_dim] (Qwen3 only)
+  Tensor k_norm;      ///< f32 [head_dim] (Qwen3 only)
+  Tensor post_norm;   ///< f32 [hidden]
+  Tensor gate_proj;   ///< [intermediate, hidden]
+  Tensor up_proj;     ///< [intermediate, hidden]
+  Tensor down_proj;   ///< [hidden, intermediate]
+};
+
+struct ModelWeights {
+  Tensor embed;       ///< [vocab, hidden]
+  Tensor final_norm;  ///< f32 [hidden]
+  Tensor lm_head;     ///< [vocab, hidden]; the same tensor as embed when tied
+  std::vector<LayerWeights> layers;
+  uint64_t bytes = 0;  ///< bytes of weights resident on the device (tied embedding counted once)
+};
+
+/// Called as loading proceeds: bytes done so far out of the total. May be empty.
+using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
+
+/// Loads and validates every tensor the config needs (names, shapes, dtypes); errors name the tensor and file.
+Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
+                                  Backend& backend, const LoadProgress& progress = {});
+
+/// Deterministic random weights in `dtype` from `seed`, scaled so that activations keep unit size through the
+/// layers and the logits are spread (standard deviation about 3), not flat.
+Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed, DType dtype,
+                                        const LoadProgress& progress = {});
+
+}  // namespace photon

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The photon CLI as a user meets it: help, errors naming the bad flag, JSON output and statistics.
+set -uo pipefail
+photon=$1
+data=$2
+failures=0
+pass=0
+
+check() {  # check NAME EXPECTED_EXIT PATTERN -- command...
+  local name=$1 want_rc=$2 pattern=$3
+  shift 4
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: $name (exit $rc, wanted $want_rc; pattern '$pattern')"
+    echo "$out" | tail -5
+    failures=$((failures + 1))
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+check "top-level help" 0 "generate" -- "$photon" --help
+check "version" 0 "^photon [0-9]+\.[0-9]+\.[0-9]+" -- "$photon" --version
+check "unknown command" 2 "unknown command 'frobnicate'" -- "$photon" frobnicate
+check "generate help lists every flag" 0 "--prompt-logprobs K" -- "$photon" generate --help
+check "unknown flag" 2 "unknown option '--frob'" -- "$photon" generate --frob
+check "missing model" 2 "'--model' is required" -- "$photon" generate --prompt-ids 1
+check "bad max-tokens" 2 "'--max-tokens' needs an integer" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --max-tokens -3
+check "bad prompt ids" 2 "'--prompt-ids' needs comma-separated" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1,x
+check "bad device" 2 "'--device' must be cpu or cuda" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --device tpu
+check "unknown preset" 1 "unknown dummy model 'nope'" -- "$photon" generate --model dummy:nope --prompt-ids 1
+check "missing folder" 1 "config.json' not found" -- "$photon" generate --model /nonexistent --prompt-ids 1
+check "id out of vocab" 1 "outside the vocabulary" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1,999999
+check "value missing" 2 "needs a value" -- "$photon" generate --model
+check "context overflow" 1 "exceeds the model's context" -- "$photon" generate --model dummy:tiny-qwen3 --prompt-ids 1 --max-tokens 50000
+
+# JSON output: the last stdout line is one object with the documented fields.
+json=$("$photon" generate --model dummy:tiny-qwen3 --prompt-ids 1,2,3,4 --max-tokens 5 --ignore-eos \
+        --prompt-logprobs 2 --logprobs 3 --json 2>/dev/null | tail -1)
+if python3 - "$json" <<'PY'
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["prompt_ids"] == [1, 2, 3, 4], o["prompt_ids"]
+assert len(o["output_ids"]) == 5 and o["finish_reason"] == "length"
+pl = o["prompt_logprobs"]
+assert pl[0] is None and len(pl) == 4
+for i, e in enumerate(pl[1:], 1):
+    assert e["token"] == o["prompt_ids"][i] and len(e["top"]) == 2 and e["logprob"] <= 0
+    assert e["top"][0][1] >= e["top"][1][1]
+assert len(o["logprobs"]) == 5
+for tok, e in zip(o["output_ids"], o["logprobs"]):
+    assert e["token"] == tok and len(e["top"]) == 3
+    assert e["top"][0][0] == tok  # greedy picks the top entry
+PY
+then pass=$((pass + 1)); else echo "FAIL: generate --json fields"; failures=$((failures + 1)); fi
+
+# Greedy decoding is deterministic and --stats reports weight_bytes on the last stderr line.
+a=$("$photon" generate --model dummy:tiny-llama3 --prompt-ids 5,6,7 --max-tokens 4 --ignore-eos --json 2>/dev/null | tail -1)
+b=$("$photon" generate --model dummy:tiny-llama3 --prompt-ids 5,6,7 --max-tokens 4 --ignore-eos --json --stats 2>"${TMPDIR:-/tmp}/photon_stats.$$" | tail -1)
+stats=$(tail -1 "${TMPDIR:-/tmp}/photon_stats.$$"); rm -f "${TMPDIR:-/tmp}/photon_stats.$$"
+if [ "$a" = "$b" ] && python3 -c "import json,sys; s=json.loads(sys.argv[1]); assert s['weight_bytes'] > 16e6" "$stats"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: determinism or --stats ($stats)"; failures=$((failures + 1))
+fi
+
+# A real checkpoint folder, and the same folder as --load-format dummy.
+ckpt=$(ls -d "$data"/parity/*/ | head -1)
+check "checkpoint folder" 0 '"finish_reason"' -- "$photon" generate --model "$ckpt" --prompt-ids 1,2 --max-tokens 2 --json
+check "load-format dummy" 0 '"finish_reason"' -- "$photon" generate --model "$ckpt" --load-format dummy --prompt-ids 1,2 --max-tokens 2 --json
+check "bad load-format" 2 "'--load-format' must be" -- "$photon" generate --model "$ckpt" --load-format gguf --prompt-ids 1
+
+echo "$pass passed, $failures failed"
+[ "$failures" -eq 0 ]

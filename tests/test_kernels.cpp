@@ -1,0 +1,255 @@
+// Each CPU kernel against a naive double-precision reference on fresh random inputs.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "cpu/kernels.hpp"
+#include "engine/sampler.hpp"
+#include "reference.hpp"
+
+using namespace photon;
+using photon::test::max_violation;
+using photon::test::random_floats;
+
+namespace {
+
+// Rounds f32 values to `dtype` and back, so the reference sees exactly the weights the kernel sees.
+std::vector<char> encode(const std::vector<float>& v, DType dtype, std::vector<float>& rounded) {
+  std::vector<char> bytes(v.size() * dtype_size(dtype));
+  cpu::from_f32(v.data(), static_cast<int64_t>(v.size()), dtype, bytes.data());
+  rounded.resize(v.size());
+  cpu::to_f32(bytes.data(), dtype, static_cast<int64_t>(v.size()), rounded.data());
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches a double reference for every weight dtype and odd sizes") {
+  const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
+  const bool portable = GENERATE(false, true);
+  std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + portable));
+  cpu::set_force_portable(portable);
+  for (auto [m, k, n] : {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}}) {
+    const auto x = random_floats(static_cast<size_t>(m * k), rng);
+    std::vector<float> w_rounded;
+    const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);
+    std::vector<float> out(static_cast<size_t>(m * n), NAN);
+    cpu::matmul(x.data(), m, k, k, w.data(), dtype, n, out.data());
+    std::vector<double> ref(out.size());
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int kk = 0; kk < k; ++kk) acc += static_cast<double>(x[static_cast<size_t>(i * k + kk)]) *
+                                              w_rounded[static_cast<size_t>(j * k + kk)];
+        ref[static_cast<size_t>(i * n + j)] = acc;
+      }
+    INFO("m=" << m << " k=" << k << " n=" << n << " dtype=" << dtype_name(dtype) << " portable=" << portable);
+    CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
+  }
+  cpu::set_force_portable(false);
+}
+
+TEST_CASE("matmul reads x rows with a stride") {
+  std::mt19937 rng(3);
+  const int m = 3, k = 40, n = 5, ldx = 50;
+  const auto x = random_floats(static_cast<size_t>(m * ldx), rng);
+  const auto w = random_floats(static_cast<size_t>(n * k), rng);
+  std::vector<float> out(static_cast<size_t>(m * n));
+  cpu::matmul(x.data(), m, k, ldx, w.data(), DType::kF32, n, out.data());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int kk = 0; kk < k; ++kk) acc += static_cast<double>(x[static_cast<size_t>(i * ldx + kk)]) * w[static_cast<size_t>(j * k + kk)];
+      CHECK(std::abs(out[static_cast<size_t>(i * n + j)] - acc) < 1e-4);
+    }
+}
+
+TEST_CASE("rms_norm and add_rms_norm") {
+  std::mt19937 rng(11);
+  const int rows = 5, dim = 67;
+  const float eps = 1e-5f;
+  auto x = random_floats(rows * dim, rng, -3, 3);
+  const auto w = random_floats(dim, rng, 0.5f, 1.5f);
+  const auto resid0 = random_floats(rows * dim, rng, -3, 3);
+  std::vector<double> ref(rows * dim), ref_resid(rows * dim), ref_add(rows * dim);
+  for (int r = 0; r < rows; ++r) {
+    double ss = 0, ss2 = 0;
+    for (int i = 0; i < dim; ++i) {
+      ss += static_cast<double>(x[r * dim + i]) * x[r * dim + i];
+      ref_resid[r * dim + i] = static_cast<double>(resid0[r * dim + i]) + x[r * dim + i];
+      ss2 += ref_resid[r * dim + i] * ref_resid[r * dim + i];
+    }
+    for (int i = 0; i < dim; ++i) {
+      ref[r * dim + i] = x[r * dim + i] / std::sqrt(ss / dim + eps) * w[i];
+      ref_add[r * dim + i] = ref_resid[r * dim + i] / std::sqrt(ss2 / dim + eps) * w[i];
+    }
+  }
+  std::vector<float> out(rows * dim);
+  cpu::rms_norm(x.data(), w.data(), rows, dim, eps, out.data());
+  CHECK(max_violation(out, ref, 1e-6, 1e-5) <= 1.0);
+  auto resid = resid0;
+  cpu::add_rms_norm(resid.data(), x.data(), w.data(), rows, dim, eps, out.data());
+  CHECK(max_violation(resid, ref_resid, 1e-6, 1e-6) <= 1.0);
+  CHECK(max_violation(out, ref_add, 1e-6, 1e-5) <= 1.0);
+  cpu::rms_norm(x.data(), w.data(), rows, dim, eps, x.data());  // in place
+  CHECK(max_violation(x, ref, 1e-6, 1e-5) <= 1.0);
+}
+
+TEST_CASE("silu_mul, embed and gather_rows") {
+  std::mt19937 rng(5);
+  const auto g = random_floats(1001, rng, -8, 8);
+  const auto u = random_floats(1001, rng);
+  std::vector<float> out(1001);
+  cpu::silu_mul(g.data(), u.data(), 1001, out.data());
+  std::vector<double> ref(1001);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+  CHECK(max_violation(out, ref, 1e-6, 1e-5) <= 1.0);
+
+  std::vector<float> table_rounded;
+  const auto table = encode(random_floats(10 * 6, rng), DType::kBF16, table_rounded);
+  const int32_t ids[] = {9, 0, 4, 4};
+  std::vector<float> e(4 * 6);
+  cpu::embed(ids, 4, table.data(), DType::kBF16, 6, e.data());
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 6; ++i) CHECK(e[t * 6 + i] == table_rounded[ids[t] * 6 + i]);
+
+  const int32_t rows[] = {3, 1};
+  std::vector<float> gathered(2 * 6);
+  cpu::gather_rows(e.data(), rows, 2, 6, gathered.data());
+  for (int i = 0; i < 6; ++i) {
+    CHECK(gathered[i] == e[3 * 6 + i]);
+    CHECK(gathered[6 + i] == e[1 * 6 + i]);
+  }
+}
+
+TEST_CASE("rope rotates halves by position-dependent angles") {
+  std::mt19937 rng(9);
+  const int t = 4, heads = 3, hd = 10, half = hd / 2;
+  std::vector<float> inv(half);
+  for (int i = 0; i < half; ++i) inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / hd));
+  const int32_t pos[] = {0, 1, 17, 1000};
+  std::vector<float> c(t * half), s(t * half);
+  cpu::rope_cos_sin(pos, t, inv.data(), half, c.data(), s.data());
+  auto x = random_floats(t * heads * hd, rng);
+  const auto x0 = x;
+  cpu::rope(x.data(), t, heads, hd, heads * hd, c.data(), s.data());
+  std::vector<double> ref(x.size());
+  for (int tt = 0; tt < t; ++tt)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double ang = static_cast<double>(static_cast<float>(pos[tt]) * inv[i]);
+        const size_t b = static_cast<size_t>(tt * heads * hd + h * hd);
+        ref[b + i] = x0[b + i] * std::cos(ang) - x0[b + i + half] * std::sin(ang);
+        ref[b + i + half] = x0[b + i + half] * std::cos(ang) + x0[b + i] * std::sin(ang);
+      }
+  CHECK(max_violation(x, ref, 1e-6, 1e-5) <= 1.0);
+}
+
+TEST_CASE("paged attention matches dense causal GQA attention") {
+  const auto kv_dtype = GENERATE(DType::kF32, DType::kBF16);
+  std::mt19937 rng(kv_dtype == DType::kF32 ? 21 : 22);
+  const int heads = 6, kv_heads = 2, hd = 12, bs = 4, num_blocks = 32;
+  // Three sequences: a fresh prompt, a prompt chunk after cached context, and a single decode token.
+  const std::vector<int32_t> ctx = {7, 13, 22};
+  const std::vector<int32_t> q_lens = {7, 5, 1};
+  std::vector<int32_t> perm(num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);  // blocks scattered in the cache
+  std::vector<int32_t> query_start = {0}, block_indptr = {0}, block_indices;
+  size_t next_block = 0;
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    query_start.push_back(query_start.back() + q_lens[s]);
+    const int nb = (ctx[s] + bs - 1) / bs;
+    for (int b = 0; b < nb; ++b) block_indices.push_back(perm[next_block++]);
+    block_indptr.push_back(static_cast<int32_t>(block_indices.size()));
+  }
+  // Whole-context K/V per sequence; all of it is written to the cache (earlier context as if from earlier steps).
+  std::vector<std::vector<float>> keys(ctx.size()), values(ctx.size());
+  std::vector<float> cache(static_cast<size_t>(num_blocks) * 2 * kv_heads * bs * hd * 4);
+  cpu::KvView kv{cache.data(), kv_dtype, num_blocks, kv_heads, bs, hd};
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    keys[s] = random_floats(static_cast<size_t>(ctx[s] * kv_heads * hd), rng);
+    values[s] = random_floats(static_cast<size_t>(ctx[s] * kv_heads * hd), rng);
+    if (kv_dtype == DType::kBF16) {
+      std::vector<float> tmp;
+      encode(keys[s], DType::kBF16, tmp);
+      keys[s] = tmp;
+      encode(values[s], DType::kBF16, tmp);
+      values[s] = tmp;
+    }
+    std::vector<int32_t> slots(static_cast<size_t>(ctx[s]));
+    for (int p = 0; p < ctx[s]; ++p) slots[p] = block_indices[block_indptr[s] + p / bs] * bs + p % bs;
+    cpu::cache_write(keys[s].data(), values[s].data(), slots.data(), ctx[s], kv);
+  }
+  const int total_q = query_start.back();
+  const auto q = random_floats(static_cast<size_t>(total_q * heads * hd), rng);
+  std::vector<float> out(q.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  cpu::paged_attention(q.data(), heads, kv, query_start.data(), ctx.data(), block_indptr.data(),
+                       block_indices.data(), 3, scale, out.data());
+  std::vector<double> ref(out.size());
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    for (int i = 0; i < q_lens[s]; ++i) {
+      const int t = query_start[s] + i;
+      const int pos = ctx[s] - q_lens[s] + i;
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = h / (heads / kv_heads);
+        std::vector<double> sc(static_cast<size_t>(pos + 1));
+        double mx = -1e300;
+        for (int j = 0; j <= pos; ++j) {
+          double d = 0;
+          for (int e = 0; e < hd; ++e) d += static_cast<double>(q[(t * heads + h) * hd + e]) * keys[s][(j * kv_heads + kvh) * hd + e];
+          sc[j] = d * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double den = 0;
+        for (double& v : sc) den += (v = std::exp(v - mx));
+        for (int e = 0; e < hd; ++e) {
+          double acc = 0;
+          for (int j = 0; j <= pos; ++j) acc += sc[j] * values[s][(j * kv_heads + kvh) * hd + e];
+          ref[(t * heads + h) * hd + e] = acc / den;
+        }
+      }
+    }
+  }
+  CHECK(max_violation(out, ref, 1e-5, 1e-4) <= 1.0);
+}
+
+TEST_CASE("cache_write skips negative slots") {
+  std::vector<float> cache(2 * 2 * 1 * 2 * 2, -7.0f);
+  cpu::KvView kv{cache.data(), DType::kF32, 2, 1, 2, 2};
+  const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
+  const int32_t slots[] = {3, -1};
+  cpu::cache_write(k, v, slots, 2, kv);
+  // slot 3 = block 1, offset 1: keys at ((1*2+0)*1+0)*2+1 rows of 2.
+  CHECK(cache[(2 * 2 + 1) * 2] == 1.0f);
+  CHECK(cache[(3 * 2 + 1) * 2 + 1] == 6.0f);
+  CHECK(std::count(cache.begin(), cache.end(), -7.0f) == static_cast<long>(cache.size()) - 4);
+}
+
+TEST_CASE("token logprobs and sampling") {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
+  const auto lp = token_logprob(logits, 0, 3);
+  double lse = 0;
+  for (float l : logits) lse += std::exp(static_cast<double>(l));
+  lse = std::log(lse);
+  CHECK(std::abs(lp.logprob - (1.0 - lse)) < 1e-6);
+  REQUIRE(lp.top.size() == 3);
+  CHECK(lp.top[0].first == 1);  // ties: lower id first
+  CHECK(lp.top[1].first == 2);
+  CHECK(lp.top[2].first == 0);
+  CHECK(argmax(logits) == 1);
+  std::mt19937_64 rng(1);
+  CHECK(sample_token(logits, 0.0f, rng) == 1);
+  std::vector<int> counts(4);
+  for (int i = 0; i < 20000; ++i) counts[static_cast<size_t>(sample_token(logits, 1.0f, rng))]++;
+  // p(3.0) = e^3 / (e + 2 e^3 + e^-2) = 0.4668...
+  CHECK(std::abs(counts[1] / 20000.0 - 0.4668) < 0.02);
+  CHECK(std::abs(counts[0] / 20000.0 - 0.0632) < 0.01);
+  std::mt19937_64 a(42), b(42);
+  for (int i = 0; i < 50; ++i) CHECK(sample_token(logits, 0.8f, a) == sample_token(logits, 0.8f, b));
+}

@@ -1,0 +1,9 @@
+// The photon subcommands. Each returns the process exit code: 0 on success, 1 on a runtime error, 2 on a usage
+// error. Errors are printed to stderr as "photon <command>: error: <message>".
+#pragma once
+
+namespace photon::cli {
+
+int run_generate(int argc, char** argv);
+
+}  // namespace photon::cli
