@@ -72,5 +72,14 @@ check "checkpoint folder" 0 '"finish_reason"' -- "$photon" generate --model "$ck
 check "load-format dummy" 0 '"finish_reason"' -- "$photon" generate --model "$ckpt" --load-format dummy --prompt-ids 1,2 --max-tokens 2 --json
 check "bad load-format" 2 "'--load-format' must be" -- "$photon" generate --model "$ckpt" --load-format gguf --prompt-ids 1
 
+# A folder holding only config.json: dummy weights on request, else an error that says how to get them.
+only_config=$(mktemp -d)
+cp "$ckpt/config.json" "$only_config/"
+check "config-only folder, dummy" 0 '"finish_reason"' -- "$photon" generate --model "$only_config" --load-format dummy --prompt-ids 3 --max-tokens 1 --json
+check "config-only folder" 1 "no model.safetensors.*--load-format dummy" -- "$photon" generate --model "$only_config" --prompt-ids 3
+echo '{"architectures": ["LlamaForCausalLM"], "vocab_size": 10' > "$only_config/config.json"
+check "malformed config.json" 1 "config.json: not well-formed JSON" -- "$photon" generate --model "$only_config" --load-format dummy --prompt-ids 3
+rm -rf "$only_config"
+
 echo "$pass passed, $failures failed"
 [ "$failures" -eq 0 ]
