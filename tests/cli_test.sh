@@ -34,7 +34,7 @@ check "unknown preset" 1 "unknown dummy model 'nope'" -- "$photon" generate --mo
 check "missing folder" 1 "config.json' not found" -- "$photon" generate --model /nonexistent --prompt-ids 1
 check "id out of vocab" 1 "outside the vocabulary" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1,999999
 check "value missing" 2 "needs a value" -- "$photon" generate --model
-check "context overflow" 1 "exceeds the model's context" -- "$photon" generate --model dummy:tiny-qwen3 --prompt-ids 1 --max-tokens 50000
+check "context overflow" 1 "more than max_model_len" -- "$photon" generate --model dummy:tiny-qwen3 --prompt-ids 1 --max-tokens 50000
 
 # JSON output: the last stdout line is one object with the documented fields.
 json=$("$photon" generate --model dummy:tiny-qwen3 --prompt-ids 1,2,3,4 --max-tokens 5 --ignore-eos \

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "cpu/kernels.hpp"
-#include "engine/sampler.hpp"
 #include "reference.hpp"
 
 using namespace photon;
@@ -229,27 +228,4 @@ TEST_CASE("cache_write skips negative slots") {
   CHECK(cache[(2 * 2 + 1) * 2] == 1.0f);
   CHECK(cache[(3 * 2 + 1) * 2 + 1] == 6.0f);
   CHECK(std::count(cache.begin(), cache.end(), -7.0f) == static_cast<long>(cache.size()) - 4);
-}
-
-TEST_CASE("token logprobs and sampling") {
-  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
-  const auto lp = token_logprob(logits, 0, 3);
-  double lse = 0;
-  for (float l : logits) lse += std::exp(static_cast<double>(l));
-  lse = std::log(lse);
-  CHECK(std::abs(lp.logprob - (1.0 - lse)) < 1e-6);
-  REQUIRE(lp.top.size() == 3);
-  CHECK(lp.top[0].first == 1);  // ties: lower id first
-  CHECK(lp.top[1].first == 2);
-  CHECK(lp.top[2].first == 0);
-  CHECK(argmax(logits) == 1);
-  std::mt19937_64 rng(1);
-  CHECK(sample_token(logits, 0.0f, rng) == 1);
-  std::vector<int> counts(4);
-  for (int i = 0; i < 20000; ++i) counts[static_cast<size_t>(sample_token(logits, 1.0f, rng))]++;
-  // p(3.0) = e^3 / (e + 2 e^3 + e^-2) = 0.4668...
-  CHECK(std::abs(counts[1] / 20000.0 - 0.4668) < 0.02);
-  CHECK(std::abs(counts[0] / 20000.0 - 0.0632) < 0.01);
-  std::mt19937_64 a(42), b(42);
-  for (int i = 0; i < 50; ++i) CHECK(sample_token(logits, 0.8f, a) == sample_token(logits, 0.8f, b));
 }

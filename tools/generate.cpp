@@ -1,22 +1,21 @@
-// photon generate: one request end to end on the chosen device.
+// photon generate: one request from flags, or a batch from a JSON Lines file, run through the Engine with
+// continuous batching. Output: one JSON line per request (in input order) with --json or --requests.
 #include <omp.h>
 
 #include <chrono>
 #include <cstdio>
-#include <random>
+#include <fstream>
+#include <map>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <photon/engine.hpp>
 #include <photon/log.hpp>
 
 #include "args.hpp"
 #include "commands.hpp"
-#include "core/logging.hpp"
-#include "cpu/cpu_backend.hpp"
-#include "engine/sampler.hpp"
-#include "models/decoder.hpp"
-#include "models/model_loader.hpp"
 #include "progress.hpp"
 
 namespace photon::cli {
@@ -25,7 +24,18 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+struct Job {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+struct Outcome {
+  std::vector<int32_t> output;
+  json logprobs = nullptr;
+  json prompt_logprobs = nullptr;
+  std::string finish_reason;
+  std::string error;
+};
 
 json logprob_json(const TokenLogprob& lp) {
   json top = json::array();
@@ -33,25 +43,11 @@ json logprob_json(const TokenLogprob& lp) {
   return {{"token", lp.token}, {"logprob", lp.logprob}, {"top", std::move(top)}};
 }
 
-struct GenerateOptions {
-  ModelSource source;
-  std::vector<int32_t> prompt;
-  int64_t max_tokens = 16;
-  bool ignore_eos = false;
-  double temperature = 0.0;
-  uint64_t seed = 0;
-  std::optional<int> prompt_logprobs;
-  std::optional<int> logprobs;
-  int64_t chunk = 512;
-  int64_t block_size = 16;
-  DType kv_dtype = DType::kF32;
-  bool json_output = false;
-  bool stats = false;
-};
-
 Args make_args() {
-  Args a("photon generate --model DIR|dummy:NAME --prompt-ids IDS [options]",
-         "Generates a continuation of one prompt of token ids and prints the generated ids.");
+  Args a("photon generate --model DIR|dummy:NAME (--prompt-ids IDS | --requests FILE) [options]",
+         "Generates continuations of token-id prompts through the engine (continuous batching over a paged KV "
+         "cache). One request comes from --prompt-ids and the sampling flags; --requests runs a JSON Lines file of "
+         "requests at once and prints one JSON line per request, in input order.");
   a.option("model", "DIR|dummy:NAME", "Hugging Face checkpoint folder (config.json + safetensors), or a built-in "
                                       "shape with random weights: dummy:llama-3.2-1b, dummy:llama-3.2-3b, "
                                       "dummy:llama-3.1-8b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
@@ -61,216 +57,353 @@ Args make_args() {
   a.option("dtype", "bf16|f16|f32", "dtype of dummy weights", "bf16");
   a.option("device", "cpu|cuda", "where to run", "cpu");
   a.option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 128000,9906,1917");
+  a.option("requests", "FILE.jsonl", "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
+                                     "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
+                                     "presence_penalty, frequency_penalty, seed, ignore_eos, stop_token_ids, "
+                                     "logprobs, prompt_logprobs, priority); missing fields take the flags' values");
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
   a.option("temperature", "T", "0 for greedy; above 0 samples from softmax(logits / T)", "0");
-  a.option("seed", "N", "seed of sampling and of dummy weights", "0");
+  a.option("top-k", "K", "sample among the K most likely tokens (0: all)", "0");
+  a.option("top-p", "P", "sample among the most likely tokens holding probability P", "1");
+  a.option("min-p", "P", "drop tokens less likely than P times the most likely one", "0");
+  a.option("repetition-penalty", "R", "penalise tokens already in the prompt or output (1: off)", "1");
+  a.option("presence-penalty", "X", "subtract X from logits of tokens already generated", "0");
+  a.option("frequency-penalty", "X", "subtract X per earlier occurrence in the output", "0");
+  a.option("stop-token-ids", "IDS", "extra comma-separated ids that end a request");
   a.option("prompt-logprobs", "K", "report each prompt token's logprob and the top K at its position");
   a.option("logprobs", "K", "report each generated token's logprob and the top K");
-  a.option("max-num-batched-tokens", "N", "tokens per forward pass (longer prompts are chunked)", "512");
+  a.option("seed", "N", "seed of dummy weights and of requests without their own seed", "0");
+  a.option("max-num-seqs", "N", "requests per step at most", "64");
+  a.option("max-num-batched-tokens", "N", "tokens per step at most (longer prompts are chunked)", "512");
+  a.option("max-model-len", "N", "longest prompt + output per request (default: the model's context)");
   a.option("block-size", "N", "tokens per KV-cache block", "16");
-  a.option("kv-cache-dtype", "f32|bf16", "dtype of the KV cache", "f32");
+  a.option("num-kv-blocks", "N", "exact number of KV-cache blocks (overrides the memory budgets)");
+  a.option("kv-cache-memory", "BYTES", "bytes for the KV cache (default: from --memory-utilization)");
+  a.option("memory-utilization", "F", "fraction of available memory the engine may take", "0.5");
+  a.option("kv-cache-dtype", "auto|f32|bf16", "dtype of the KV cache", "auto");
+  a.flag("enable-prefix-caching", "reuse the KV cache of shared prompt prefixes (the default)");
+  a.flag("no-prefix-caching", "compute every prompt in full");
   a.option("threads", "N", "CPU threads (default: OpenMP's choice, usually all cores)");
   a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
-  a.flag("json", "print one JSON object as the last stdout line");
+  a.flag("json", "print one JSON object per request as the last stdout line(s)");
   a.flag("stats", "print run statistics as JSON on the last stderr line");
   return a;
 }
 
-Status read_options(const Args& a, GenerateOptions& o) {
-  if (!a.has("model")) return Status(StatusCode::kInvalidArgument, "option '--model' is required");
-  o.source.model = a.get("model");
-  const auto format = parse_load_format(a.get("load-format"));
-  if (!format) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("option '--load-format' must be auto, safetensors or "
-                                                            "dummy, not '{}'",
-                                                            a.get("load-format")));
+Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+
+Status read_engine_config(const Args& a, EngineConfig& c) {
+  if (!a.has("model")) return bad("option '--model' is required");
+  c.model = a.get("model");
+  c.load_format = a.get("load-format");
+  if (c.load_format != "auto" && c.load_format != "safetensors" && c.load_format != "dummy") {
+    return bad(fmt::format("option '--load-format' must be auto, safetensors or dummy, not '{}'", c.load_format));
   }
-  o.source.format = *format;
-  const auto dtype = parse_dtype(a.get("dtype"));
-  if (!dtype || !is_float_dtype(*dtype)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("option '--dtype' must be bf16, f16 or f32, not '{}'",
-                                                            a.get("dtype")));
+  c.dtype = a.get("dtype");
+  if (c.dtype != "bf16" && c.dtype != "f16" && c.dtype != "f32") {
+    return bad(fmt::format("option '--dtype' must be bf16, f16 or f32, not '{}'", c.dtype));
   }
-  o.source.dummy_dtype = *dtype;
-  const std::string device = a.get("device");
-  if (device == "cuda") {
-    return Status(StatusCode::kUnsupported, "this build of photon has no CUDA backend; use --device cpu");
+  c.device = a.get("device");
+  if (c.device != "cpu" && c.device != "cuda") {
+    return bad(fmt::format("option '--device' must be cpu or cuda, not '{}'", c.device));
   }
-  if (device != "cpu") {
-    return Status(StatusCode::kInvalidArgument, fmt::format("option '--device' must be cpu or cuda, not '{}'",
-                                                            device));
+  c.kv_cache_dtype = a.get("kv-cache-dtype");
+  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "f32" && c.kv_cache_dtype != "bf16") {
+    return bad(fmt::format("option '--kv-cache-dtype' must be auto, f32 or bf16, not '{}'", c.kv_cache_dtype));
   }
-  if (!a.has("prompt-ids")) {
-    return Status(StatusCode::kInvalidArgument, "option '--prompt-ids' is required (e.g. --prompt-ids 128000,9906)");
-  }
-  PHOTON_ASSIGN_OR_RETURN(o.prompt, a.get_int_list("prompt-ids"));
-  PHOTON_ASSIGN_OR_RETURN(o.max_tokens, a.get_int("max-tokens", 0, 1 << 20));
-  o.ignore_eos = a.has("ignore-eos");
-  PHOTON_ASSIGN_OR_RETURN(o.temperature, a.get_double("temperature", 0.0, 100.0));
   PHOTON_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 0, INT64_MAX));
-  o.seed = static_cast<uint64_t>(seed);
-  o.source.seed = o.seed;
-  if (a.has("prompt-logprobs")) {
-    PHOTON_ASSIGN_OR_RETURN(int64_t k, a.get_int("prompt-logprobs", 0, 1000));
-    o.prompt_logprobs = static_cast<int>(k);
+  c.seed = static_cast<uint64_t>(seed);
+  PHOTON_ASSIGN_OR_RETURN(int64_t seqs, a.get_int("max-num-seqs", 1, 65536));
+  PHOTON_ASSIGN_OR_RETURN(int64_t tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
+  PHOTON_ASSIGN_OR_RETURN(int64_t block, a.get_int("block-size", 1, 1024));
+  c.max_num_seqs = static_cast<int32_t>(seqs);
+  c.max_num_batched_tokens = static_cast<int32_t>(tokens);
+  c.block_size = static_cast<int32_t>(block);
+  if (a.has("max-model-len")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t len, a.get_int("max-model-len", 1, 1 << 30));
+    c.max_model_len = static_cast<int32_t>(len);
   }
-  if (a.has("logprobs")) {
-    PHOTON_ASSIGN_OR_RETURN(int64_t k, a.get_int("logprobs", 0, 1000));
-    o.logprobs = static_cast<int>(k);
+  if (a.has("num-kv-blocks")) {
+    PHOTON_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", 1, 1 << 30));
   }
-  PHOTON_ASSIGN_OR_RETURN(o.chunk, a.get_int("max-num-batched-tokens", 1, 1 << 20));
-  PHOTON_ASSIGN_OR_RETURN(o.block_size, a.get_int("block-size", 1, 1024));
-  const auto kv = parse_dtype(a.get("kv-cache-dtype"));
-  if (!kv || (*kv != DType::kF32 && *kv != DType::kBF16)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("option '--kv-cache-dtype' must be f32 or bf16, not '{}'",
-                                                            a.get("kv-cache-dtype")));
+  if (a.has("kv-cache-memory")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t bytes, a.get_int("kv-cache-memory", 1, INT64_MAX));
+    c.kv_cache_memory_bytes = static_cast<uint64_t>(bytes);
   }
-  o.kv_dtype = *kv;
+  PHOTON_ASSIGN_OR_RETURN(c.memory_utilization, a.get_double("memory-utilization", 0.01, 1.0));
+  if (a.has("enable-prefix-caching") && a.has("no-prefix-caching")) {
+    return bad("give only one of '--enable-prefix-caching' and '--no-prefix-caching'");
+  }
+  c.enable_prefix_caching = !a.has("no-prefix-caching");
   if (a.has("threads")) {
     PHOTON_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 1, 4096));
     omp_set_num_threads(static_cast<int>(threads));
   }
   LogLevel level{};
   if (!parse_log_level(a.get("log-level"), &level)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("option '--log-level' must be debug, info, warn, error "
-                                                            "or off, not '{}'",
-                                                            a.get("log-level")));
+    return bad(fmt::format("option '--log-level' must be debug, info, warn, error or off, not '{}'",
+                           a.get("log-level")));
   }
   set_log_level(level);
-  o.json_output = a.has("json");
-  o.stats = a.has("stats");
   return Status::ok();
 }
 
-Status generate(const GenerateOptions& o) {
-  const auto t_load = Clock::now();
-  CpuAllocator& allocator = default_cpu_allocator();
-  auto backend = make_cpu_backend(allocator);
-  LoadedModel model;
+// Sampling defaults from the flags; request lines override them field by field.
+Status read_sampling_flags(const Args& a, SamplingParams& p) {
+  PHOTON_ASSIGN_OR_RETURN(int64_t max_tokens, a.get_int("max-tokens", 1, 1 << 24));
+  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.ignore_eos = a.has("ignore-eos");
+  PHOTON_ASSIGN_OR_RETURN(double t, a.get_double("temperature", 0.0, 100.0));
+  PHOTON_ASSIGN_OR_RETURN(int64_t k, a.get_int("top-k", -1, 1 << 24));
+  PHOTON_ASSIGN_OR_RETURN(double top_p, a.get_double("top-p", 1e-9, 1.0));
+  PHOTON_ASSIGN_OR_RETURN(double min_p, a.get_double("min-p", 0.0, 1.0));
+  PHOTON_ASSIGN_OR_RETURN(double rep, a.get_double("repetition-penalty", 1e-6, 100.0));
+  PHOTON_ASSIGN_OR_RETURN(double pres, a.get_double("presence-penalty", -2.0, 2.0));
+  PHOTON_ASSIGN_OR_RETURN(double freq, a.get_double("frequency-penalty", -2.0, 2.0));
+  p.temperature = static_cast<float>(t);
+  p.top_k = static_cast<int32_t>(k);
+  p.top_p = static_cast<float>(top_p);
+  p.min_p = static_cast<float>(min_p);
+  p.repetition_penalty = static_cast<float>(rep);
+  p.presence_penalty = static_cast<float>(pres);
+  p.frequency_penalty = static_cast<float>(freq);
+  if (a.has("stop-token-ids")) {
+    PHOTON_ASSIGN_OR_RETURN(p.stop_token_ids, a.get_int_list("stop-token-ids"));
+  }
+  if (a.has("prompt-logprobs")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t n, a.get_int("prompt-logprobs", 0, 20));
+    p.prompt_logprobs = static_cast<int32_t>(n);
+  }
+  if (a.has("logprobs")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t n, a.get_int("logprobs", 0, 20));
+    p.logprobs = static_cast<int32_t>(n);
+  }
+  return Status::ok();
+}
+
+// One line of a --requests file.
+Result<Job> parse_request_line(const std::string& line, const SamplingParams& defaults) {
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+  Job job;
+  job.params = defaults;
+  SamplingParams& p = job.params;
+  auto number = [&](const json& v, const std::string& key) -> Result<double> {
+    if (!v.is_number()) return bad(fmt::format("'{}' must be a number", key));
+    return v.get<double>();
+  };
+  auto integer = [&](const json& v, const std::string& key) -> Result<int64_t> {
+    if (!v.is_number_integer()) return bad(fmt::format("'{}' must be an integer", key));
+    return v.get<int64_t>();
+  };
+  auto id_list = [&](const json& v, const std::string& key) -> Result<std::vector<int32_t>> {
+    std::vector<int32_t> ids;
+    if (!v.is_array()) return bad(fmt::format("'{}' must be an array of token ids", key));
+    for (const json& x : v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+        return bad(fmt::format("'{}' must hold non-negative integer token ids", key));
+      }
+      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    return ids;
+  };
+  bool has_prompt = false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "prompt_ids") {
+      PHOTON_ASSIGN_OR_RETURN(job.prompt, id_list(v, k));
+      has_prompt = true;
+    } else if (k == "prompt") {
+      return Status(StatusCode::kUnsupported, "'prompt' (text) needs a tokenizer, which this build cannot load yet; "
+                                              "give 'prompt_ids'");
+    } else if (k == "max_tokens") {
+      PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
+      if (n < 1 || n > (1 << 24)) return bad("'max_tokens' must be from 1 to 16777216");
+      p.max_tokens = static_cast<int32_t>(n);
+    } else if (k == "temperature") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.temperature = static_cast<float>(x);
+    } else if (k == "top_k") {
+      PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
+      if (n < -1 || n > INT32_MAX) return bad("'top_k' must be -1, 0 or positive");
+      p.top_k = static_cast<int32_t>(n);
+    } else if (k == "top_p") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.top_p = static_cast<float>(x);
+    } else if (k == "min_p") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.min_p = static_cast<float>(x);
+    } else if (k == "repetition_penalty") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.repetition_penalty = static_cast<float>(x);
+    } else if (k == "presence_penalty") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.presence_penalty = static_cast<float>(x);
+    } else if (k == "frequency_penalty") {
+      PHOTON_ASSIGN_OR_RETURN(double x, number(v, k));
+      p.frequency_penalty = static_cast<float>(x);
+    } else if (k == "seed") {
+      if (v.is_null()) {
+        p.seed.reset();
+      } else {
+        if (!v.is_number_unsigned()) return bad("'seed' must be a non-negative integer");
+        p.seed = v.get<uint64_t>();
+      }
+    } else if (k == "ignore_eos") {
+      if (!v.is_boolean()) return bad("'ignore_eos' must be true or false");
+      p.ignore_eos = v.get<bool>();
+    } else if (k == "stop_token_ids") {
+      PHOTON_ASSIGN_OR_RETURN(p.stop_token_ids, id_list(v, k));
+    } else if (k == "stop") {
+      if (!(v.is_string() || (v.is_array() && !v.empty()))) return bad("'stop' must be a string or strings");
+      return Status(StatusCode::kUnsupported, "'stop' strings need a tokenizer, which this build cannot load yet; "
+                                              "use 'stop_token_ids'");
+    } else if (k == "logprobs" || k == "prompt_logprobs") {
+      std::optional<int32_t>& field = k == "logprobs" ? p.logprobs : p.prompt_logprobs;
+      if (v.is_null()) {
+        field.reset();
+      } else {
+        PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
+        if (n < 0 || n > 20) return bad(fmt::format("'{}' must be from 0 to 20", k));
+        field = static_cast<int32_t>(n);
+      }
+    } else if (k == "priority") {
+      PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
+      if (n < INT32_MIN || n > INT32_MAX) return bad("'priority' is out of range");
+      p.priority = static_cast<int32_t>(n);
+    } else {
+      return bad(fmt::format("unknown field '{}'", k));
+    }
+  }
+  if (!has_prompt) return bad("each request needs 'prompt_ids'");
+  return job;
+}
+
+Result<std::vector<Job>> read_requests_file(const std::string& path, const SamplingParams& defaults) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kNotFound, fmt::format("cannot open requests file '{}'", path));
+  std::vector<Job> jobs;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto job = parse_request_line(line, defaults);
+    if (!job) return job.status().with_context(fmt::format("{}:{}", path, line_no));
+    jobs.push_back(std::move(*job));
+  }
+  if (jobs.empty()) return bad(fmt::format("'{}' holds no requests", path));
+  return jobs;
+}
+
+json outcome_json(const Job& job, const Outcome& o) {
+  json j = {{"prompt_ids", job.prompt},
+            {"output_ids", o.output},
+            {"finish_reason", o.finish_reason},
+            {"prompt_logprobs", o.prompt_logprobs},
+            {"logprobs", o.logprobs}};
+  if (!o.error.empty()) j["error"] = o.error;
+  return j;
+}
+
+// Everything the flags and the requests file say; errors here are usage errors.
+Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs) {
+  PHOTON_RETURN_IF_ERROR(read_engine_config(a, config));
+  SamplingParams defaults;
+  PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, defaults));
+  if (a.has("requests") == a.has("prompt-ids")) {
+    return bad("give exactly one of '--prompt-ids' (one request) and '--requests FILE' (a batch)");
+  }
+  if (a.has("requests")) {
+    PHOTON_ASSIGN_OR_RETURN(jobs, read_requests_file(a.get("requests"), defaults));
+  } else {
+    Job job;
+    PHOTON_ASSIGN_OR_RETURN(job.prompt, a.get_int_list("prompt-ids"));
+    job.params = defaults;
+    jobs.push_back(std::move(job));
+  }
+  return Status::ok();
+}
+
+Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
+  const auto t_start = Clock::now();
+  std::unique_ptr<Engine> engine;
   {
     ProgressBar bar("loading");
-    PHOTON_ASSIGN_OR_RETURN(model, load_model(o.source, *backend, [&](uint64_t d, uint64_t t) { bar.update(d, t); }));
+    config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
+    auto created = Engine::create(config);
+    if (!created) return created.status();
+    engine = std::move(*created);
   }
-  const ModelConfig& config = model.config;
-  const uint64_t weight_bytes = model.weights.bytes;
-  const double load_s = seconds_since(t_load);
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_start).count();
 
-  if (o.prompt.empty()) return Status(StatusCode::kInvalidArgument, "the prompt is empty; give at least one token id");
-  for (int32_t id : o.prompt) {
-    if (id >= config.vocab_size) {
-      return Status(StatusCode::kInvalidArgument, fmt::format("prompt token id {} is outside the vocabulary (0..{})",
-                                                              id, config.vocab_size - 1));
+  // Submit everything up front; a rejected request reports its error in its own output line.
+  std::vector<Outcome> outcomes(jobs.size());
+  std::map<uint64_t, size_t> index_of;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].params.logprobs) outcomes[i].logprobs = json::array();
+    if (jobs[i].params.prompt_logprobs) outcomes[i].prompt_logprobs = json::array({nullptr});
+    auto id = engine->submit(jobs[i].prompt, jobs[i].params);
+    if (!id) {
+      if (jobs.size() == 1) return id.status();
+      outcomes[i].finish_reason = "error";
+      outcomes[i].error = id.status().message();
+      continue;
     }
+    index_of[*id] = i;
   }
-  const auto prompt_len = static_cast<int64_t>(o.prompt.size());
-  const int64_t total_len = prompt_len + o.max_tokens;
-  if (total_len > config.max_position_embeddings) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("prompt ({} tokens) plus --max-tokens ({}) exceeds the model's context of {} tokens; "
-                              "lower --max-tokens or shorten the prompt",
-                              prompt_len, o.max_tokens, config.max_position_embeddings));
-  }
-
-  // One sequence: its blocks are simply 0..n-1 of a cache sized for it.
-  const int64_t num_blocks = (total_len + o.block_size - 1) / o.block_size;
-  PHOTON_ASSIGN_OR_RETURN(PagedKvCache kv,
-                          PagedKvCache::create(config, *backend, num_blocks, o.block_size, o.kv_dtype));
-  std::vector<int32_t> blocks(static_cast<size_t>(num_blocks));
-  for (int64_t i = 0; i < num_blocks; ++i) blocks[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-
-  const bool want_prompt_logprobs = o.prompt_logprobs.has_value();
-  DecoderLimits limits;
-  limits.max_num_tokens = std::min(o.chunk, prompt_len);
-  limits.max_num_seqs = 1;
-  limits.max_num_logits = want_prompt_logprobs ? limits.max_num_tokens : 1;
-  limits.max_num_blocks = num_blocks;
-  PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(config, std::move(model.weights), *backend, limits));
-
-  json prompt_logprobs = want_prompt_logprobs ? json::array({nullptr}) : json(nullptr);
-  json logprobs = o.logprobs ? json::array() : json(nullptr);
-  std::vector<int32_t> output;
-  std::mt19937_64 rng(o.seed);
-  std::string finish_reason = "length";
-  ForwardBatch batch;
-
-  // Prefill, chunked by the token budget. Logits of every row when prompt logprobs are wanted, else the last row.
-  const auto t_prefill = Clock::now();
-  std::vector<float> next_logits(static_cast<size_t>(config.vocab_size));
-  for (int64_t start = 0; start < prompt_len; start += limits.max_num_tokens) {
-    const int64_t n = std::min(limits.max_num_tokens, prompt_len - start);
-    const bool last_chunk = start + n == prompt_len;
-    batch.clear();
-    batch.add_sequence(std::span(o.prompt).subspan(static_cast<size_t>(start), static_cast<size_t>(n)),
-                       static_cast<int32_t>(start), blocks, static_cast<int32_t>(o.block_size),
-                       want_prompt_logprobs ? ForwardBatch::Logits::kAll
-                                            : (last_chunk ? ForwardBatch::Logits::kLast : ForwardBatch::Logits::kNone));
-    PHOTON_ASSIGN_OR_RETURN(Tensor logits, decoder->forward(batch, kv));
-    const auto vocab = static_cast<size_t>(config.vocab_size);
-    const float* rows = logits.data<float>();
-    if (want_prompt_logprobs) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t pos = start + i;  // row i predicts prompt token pos + 1
-        if (pos + 1 < prompt_len) {
-          prompt_logprobs.push_back(logprob_json(token_logprob({rows + static_cast<size_t>(i) * vocab, vocab},
-                                                               o.prompt[static_cast<size_t>(pos + 1)],
-                                                               *o.prompt_logprobs)));
-        }
+  const auto t_run = Clock::now();
+  std::vector<double> ttft;
+  while (engine->has_unfinished_requests()) {
+    (void)engine->step();  // a failed step finishes its requests with an error, reported below
+    for (RequestEvent& e : engine->poll()) {
+      Outcome& o = outcomes[index_of.at(e.request_id)];
+      o.output.insert(o.output.end(), e.token_ids.begin(), e.token_ids.end());
+      for (const auto& lp : e.logprobs) o.logprobs.push_back(logprob_json(lp));
+      for (const auto& lp : e.prompt_logprobs) o.prompt_logprobs.push_back(logprob_json(lp));
+      if (e.finished) {
+        o.finish_reason = finish_reason_name(e.finish_reason);
+        o.error = e.error;
+        if (e.first_token_time > 0) ttft.push_back(e.first_token_time - e.arrival_time);
       }
     }
-    if (last_chunk) {
-      const size_t row = want_prompt_logprobs ? static_cast<size_t>(n - 1) : 0;
-      std::copy(rows + row * vocab, rows + (row + 1) * vocab, next_logits.begin());
-    }
   }
-  const double prefill_s = seconds_since(t_prefill);
+  const double run_s = std::chrono::duration<double>(Clock::now() - t_run).count();
 
-  // Decode one token at a time.
-  const auto t_decode = Clock::now();
-  for (int64_t step = 0; step < o.max_tokens; ++step) {
-    const int32_t token = sample_token(next_logits, static_cast<float>(o.temperature), rng);
-    output.push_back(token);
-    if (o.logprobs) logprobs.push_back(logprob_json(token_logprob(next_logits, token, *o.logprobs)));
-    const bool is_eos = std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) !=
-                        config.eos_token_ids.end();
-    if (is_eos && !o.ignore_eos) {
-      finish_reason = "stop";
-      break;
+  const bool as_json = a.has("json") || a.has("requests");
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (as_json) {
+      fmt::print("{}\n", outcome_json(jobs[i], outcomes[i]).dump());
+    } else {
+      fmt::print("output_ids: {}\nfinish_reason: {}\n", fmt::join(outcomes[i].output, ","),
+                 outcomes[i].finish_reason);
     }
-    if (step + 1 == o.max_tokens) break;
-    batch.clear();
-    batch.add_sequence(std::span(&output.back(), 1), static_cast<int32_t>(prompt_len + step), blocks,
-                       static_cast<int32_t>(o.block_size), ForwardBatch::Logits::kLast);
-    PHOTON_ASSIGN_OR_RETURN(Tensor logits, decoder->forward(batch, kv));
-    std::copy(logits.data<float>(), logits.data<float>() + config.vocab_size, next_logits.begin());
-  }
-  const double decode_s = seconds_since(t_decode);
-
-  if (o.json_output) {
-    json out = {{"prompt_ids", o.prompt},           {"output_ids", output},
-                {"finish_reason", finish_reason},   {"prompt_logprobs", prompt_logprobs},
-                {"logprobs", logprobs}};
-    fmt::print("{}\n", out.dump());
-  } else {
-    fmt::print("output_ids: {}\nfinish_reason: {}\n", fmt::join(output, ","), finish_reason);
   }
   std::fflush(stdout);
-  if (o.stats) {
-    const double decode_steps = static_cast<double>(output.empty() ? 0 : output.size() - 1);
-    json stats = {{"device", "cpu"},
-                  {"model", o.source.model},
-                  {"weight_bytes", weight_bytes},
-                  {"kv_cache_bytes", kv.bytes()},
-                  {"workspace_bytes", decoder->workspace_bytes()},
-                  {"peak_host_bytes", allocator.peak_bytes()},
-                  {"load_s", load_s},
-                  {"prompt_tokens", prompt_len},
-                  {"output_tokens", output.size()},
-                  {"prefill_s", prefill_s},
-                  {"decode_s", decode_s},
-                  {"prefill_tok_per_s", prefill_s > 0 ? static_cast<double>(prompt_len) / prefill_s : 0.0},
-                  {"decode_tok_per_s", decode_s > 0 ? decode_steps / decode_s : 0.0},
-                  {"threads", omp_get_max_threads()}};
+  if (a.has("stats")) {
+    const EngineStats s = engine->stats();
+    const double mean_ttft = ttft.empty() ? 0.0 : std::accumulate(ttft.begin(), ttft.end(), 0.0) / ttft.size();
+    const json stats = {{"device", engine->model_info().device},
+                        {"model", config.model},
+                        {"num_requests", jobs.size()},
+                        {"weight_bytes", s.weight_bytes},
+                        {"kv_cache_bytes", s.kv_cache_bytes},
+                        {"workspace_bytes", s.workspace_bytes},
+                        {"num_kv_blocks", s.num_kv_blocks},
+                        {"kv_capacity_tokens", s.kv_capacity_tokens},
+                        {"num_steps", s.num_steps},
+                        {"num_preemptions", s.num_preemptions},
+                        {"prefix_cache_hit_tokens", s.prefix_cache_hit_tokens},
+                        {"prefix_cache_queries", s.prefix_cache_queries},
+                        {"prompt_tokens_computed", s.num_prompt_tokens},
+                        {"output_tokens", s.num_generated_tokens},
+                        {"load_s", load_s},
+                        {"run_s", run_s},
+                        {"output_tok_per_s", run_s > 0 ? static_cast<double>(s.num_generated_tokens) / run_s : 0.0},
+                        {"mean_ttft_s", mean_ttft},
+                        {"threads", omp_get_max_threads()}};
     fmt::print(stderr, "{}\n", stats.dump());
   }
   return Status::ok();
@@ -288,12 +421,13 @@ int run_generate(int argc, char** argv) {
     fmt::print("{}", args.help_text());
     return 0;
   }
-  GenerateOptions options;
-  if (Status s = read_options(args, options); !s) {
+  EngineConfig config;
+  std::vector<Job> jobs;
+  if (Status s = read_options(args, config, jobs); !s) {
     fmt::print(stderr, "photon generate: error: {}\n", s.message());
     return 2;
   }
-  if (Status s = generate(options); !s) {
+  if (Status s = run(args, std::move(config), jobs); !s) {
     fmt::print(stderr, "photon generate: error: {}\n", s.message());
     return 1;
   }

@@ -7,10 +7,44 @@
 namespace photon {
 namespace {
 
-double log_sum_exp(std::span<const float> logits, double max_logit, double scale) {
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp((static_cast<double>(l) - max_logit) * scale);
-  return std::log(sum);
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+// Applies the three penalties in place. `counts` is vocabulary-sized and all zero on entry and exit.
+void apply_penalties(std::vector<float>& logits, const SamplingParams& p, std::span<const int32_t> prompt,
+                     std::span<const int32_t> output, std::vector<int32_t>& counts) {
+  if (counts.size() < logits.size()) counts.assign(logits.size(), 0);
+  if (p.repetition_penalty != 1.0f) {
+    // Each distinct token of prompt and output is penalised once (transformers' RepetitionPenaltyLogitsProcessor).
+    auto penalise = [&](int32_t t) {
+      int32_t& seen = counts[static_cast<size_t>(t)];
+      if (seen < 0) return;
+      seen = -1;
+      float& l = logits[static_cast<size_t>(t)];
+      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    };
+    for (int32_t t : prompt) penalise(t);
+    for (int32_t t : output) penalise(t);
+    for (int32_t t : prompt) counts[static_cast<size_t>(t)] = 0;
+    for (int32_t t : output) counts[static_cast<size_t>(t)] = 0;
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    for (int32_t t : output) ++counts[static_cast<size_t>(t)];
+    for (int32_t t : output) {
+      int32_t& c = counts[static_cast<size_t>(t)];
+      if (c == 0) continue;  // already applied for this token
+      logits[static_cast<size_t>(t)] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(c);
+      c = 0;
+    }
+  }
 }
 
 }  // namespace
@@ -19,41 +53,104 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+double random_uniform(uint64_t seed, uint64_t index) {
+  const uint64_t bits = splitmix64(splitmix64(seed) ^ (index * 0xd1b54a32d192ed03ull));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
 TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) {
   const double max_logit = *std::max_element(logits.begin(), logits.end());
-  const double lse = max_logit + log_sum_exp(logits, max_logit, 1.0);
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
+  const double lse = max_logit + std::log(sum);
   TokenLogprob out;
   out.token = token;
   out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - lse);
   k = std::min<int>(k, static_cast<int>(logits.size()));
   if (k > 0) {
-    std::vector<int32_t> ids(logits.size());
-    std::iota(ids.begin(), ids.end(), 0);
+    // One pass keeping the k best in a small sorted buffer: O(V k) worst case, O(V) typically.
+    std::vector<int32_t> best;
+    best.reserve(static_cast<size_t>(k) + 1);
     auto better = [&](int32_t a, int32_t b) {
       return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
              (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
     };
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), better);
-    for (int i = 0; i < k; ++i) {
-      const int32_t id = ids[static_cast<size_t>(i)];
-      out.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - lse));
+    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+      if (static_cast<int>(best.size()) == k && !better(i, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+      if (static_cast<int>(best.size()) > k) best.pop_back();
     }
+    for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - lse));
   }
   return out;
 }
 
-int32_t sample_token(std::span<const float> logits, float temperature, std::mt19937_64& rng) {
-  if (temperature <= 0.0f) return argmax(logits);
-  const double max_logit = *std::max_element(logits.begin(), logits.end());
-  const double inv_t = 1.0 / temperature;
-  const double total = std::exp(log_sum_exp(logits, max_logit, inv_t));
-  const double u = std::uniform_real_distribution<double>(0.0, total)(rng);
-  double acc = 0.0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    acc += std::exp((static_cast<double>(logits[i]) - max_logit) * inv_t);
-    if (acc > u) return static_cast<int32_t>(i);
+int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
+                          std::span<const int32_t> output, double uniform, SamplerScratch& s) {
+  std::span<const float> logits = raw;
+  if (has_penalties(p)) {
+    s.logits.assign(raw.begin(), raw.end());
+    apply_penalties(s.logits, p, prompt, output, s.counts);
+    logits = s.logits;
   }
-  return argmax(logits);  // only reachable through rounding at the very end
+  if (p.temperature <= 0.0f) return argmax(logits);
+
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
+  const bool need_sorted = k < vocab || p.top_p < 1.0f;
+  auto& ids = s.ids;
+  ids.resize(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  };
+  size_t n = ids.size();
+  if (k < vocab) {
+    std::nth_element(ids.begin(), ids.begin() + k, ids.end(), better);
+    n = static_cast<size_t>(k);
+  }
+  if (need_sorted) std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), better);
+
+  // Unnormalised probabilities relative to the best candidate.
+  const double inv_t = 1.0 / p.temperature;
+  double max_logit = -INFINITY;
+  for (size_t i = 0; i < n; ++i) max_logit = std::max<double>(max_logit, logits[static_cast<size_t>(ids[i])]);
+  auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - max_logit) * inv_t); };
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += weight(ids[i]);
+  if (p.top_p < 1.0f) {
+    // Smallest prefix (in descending order) whose mass reaches top_p; always at least one token.
+    double mass = 0.0;
+    size_t keep = 0;
+    while (keep < n) {
+      mass += weight(ids[keep++]);
+      if (mass >= p.top_p * total) break;
+    }
+    n = keep;
+    total = mass;
+  }
+  const double min_weight = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;  // relative to the best (weight 1)
+  if (min_weight > 0.0) {
+    double kept = 0.0;
+    size_t out = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (weight(ids[i]) >= min_weight) {
+        ids[out++] = ids[i];
+        kept += weight(ids[i]);
+      }
+    }
+    n = out;
+    total = kept;
+  }
+  const double target = uniform * total;
+  double acc = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += weight(ids[i]);
+    if (acc > target) return ids[i];
+  }
+  // Rounding at the very end of the walk: return the last candidate.
+  return ids[n - 1];
 }
 
 }  // namespace photon

@@ -1,0 +1,170 @@
+// PhotonInfer — the engine: continuous batching of many requests over one model.
+//
+// An Engine owns a model on one device, its paged KV cache, the scheduler and the sampler. Requests go in with
+// submit(), each step() advances every scheduled request by one forward pass, and poll() drains what happened:
+// new tokens, text, logprobs, and how each request finished.
+//
+//   auto engine = photon::Engine::create(config);           // Result<std::unique_ptr<Engine>>
+//   auto id = (*engine)->submit({128000, 9906}, params);      // Result<uint64_t>
+//   while ((*engine)->has_unfinished_requests()) {
+//     (*engine)->step();
+//     for (auto& e : (*engine)->poll()) { ... }
+//   }
+//
+// Thread safety: submit(), cancel(), poll(), stats() and has_unfinished_requests() may be called from any thread at
+// any time. step() must be called from one thread at a time; it is not re-entrant. start() runs step() on a
+// background thread owned by the engine (for servers); while it runs, do not call step() yourself. The destructor
+// stops that thread. Nothing here writes to stdout, installs signal handlers or spawns processes.
+//
+// Errors: every fallible call returns Status or Result; no exception escapes. A step that fails on one request
+// finishes that request with FinishReason::kError and leaves the engine usable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <photon/export.hpp>
+#include <photon/sampling.hpp>
+#include <photon/status.hpp>
+
+namespace photon {
+
+/// How an engine is built. Zero means "choose" for the sizes marked so.
+struct EngineConfig {
+  /// A Hugging Face checkpoint folder, or "dummy:NAME" for a built-in shape with random weights.
+  std::string model;
+  /// "auto", "safetensors" or "dummy" (random weights for a folder holding just config.json).
+  std::string load_format = "auto";
+  /// "cpu" (the CUDA backend arrives with a later release).
+  std::string device = "cpu";
+  /// dtype of dummy weights: "bf16", "f16" or "f32".
+  std::string dtype = "bf16";
+  /// KV cache dtype: "auto" (f32 on the CPU), "f32" or "bf16".
+  std::string kv_cache_dtype = "auto";
+  /// Bytes for the KV cache; 0 chooses from `memory_utilization`.
+  uint64_t kv_cache_memory_bytes = 0;
+  /// Fraction of the device's available memory the engine may use in all (weights, activations, KV cache) when
+  /// kv_cache_memory_bytes is 0. On the CPU "available" is MemAvailable from /proc/meminfo.
+  double memory_utilization = 0.5;
+  /// Exact number of KV blocks; overrides both budgets above when positive.
+  int64_t num_kv_blocks = 0;
+  /// Tokens per KV block.
+  int32_t block_size = 16;
+  /// Requests in one step at most.
+  int32_t max_num_seqs = 64;
+  /// Tokens in one step at most (prompt chunks plus decode tokens).
+  int32_t max_num_batched_tokens = 512;
+  /// Longest prompt + output of one request; 0 uses the model's max_position_embeddings.
+  int32_t max_model_len = 0;
+  /// Reuse the KV of prompt prefixes shared between requests.
+  bool enable_prefix_caching = true;
+  /// Seed of dummy weights and of requests that carry no seed.
+  uint64_t seed = 0;
+  /// Called while weights load with (bytes done, bytes total); may be empty. Runs on the creating thread.
+  std::function<void(uint64_t done, uint64_t total)> load_progress;
+};
+
+/// Why a request ended.
+enum class FinishReason : uint8_t {
+  kNone = 0,   ///< still running
+  kStop,       ///< EOS, a stop token id or a stop string
+  kLength,     ///< max_tokens or max_model_len reached
+  kCancelled,  ///< cancel() was called
+  kError,      ///< the request failed; RequestEvent::error says why
+};
+
+/// "stop", "length", "cancelled", "error" (or "" for kNone): the OpenAI spellings where they exist.
+PHOTON_API const char* finish_reason_name(FinishReason reason);
+
+/// What happened to one request since the previous poll().
+struct RequestEvent {
+  uint64_t request_id = 0;
+  std::vector<int32_t> token_ids;          ///< tokens generated since the last event
+  std::vector<TokenLogprob> logprobs;      ///< one per token in token_ids when logprobs were requested
+  /// Prompt logprobs for positions [prompt_logprobs_begin, ...): position 0 has none. Sent once computed.
+  std::vector<TokenLogprob> prompt_logprobs;
+  int32_t prompt_logprobs_begin = 1;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;                       ///< why, when finish_reason is kError
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;           ///< generated so far, in total
+  int32_t num_cached_prompt_tokens = 0;    ///< prompt tokens served by the prefix cache
+  /// Seconds on the engine's steady clock: submission, first generated token (0 until then), finish (0 until then).
+  double arrival_time = 0.0;
+  double first_token_time = 0.0;
+  double finish_time = 0.0;
+};
+
+/// A snapshot of the engine's state.
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t prefix_cache_queries = 0;     ///< prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hit_tokens = 0;  ///< of which served from cache
+  int64_t num_kv_blocks = 0;
+  int64_t num_free_kv_blocks = 0;
+  int32_t block_size = 0;
+  int64_t kv_capacity_tokens = 0;       ///< tokens the whole KV cache holds
+  double kv_usage = 0.0;                ///< fraction of KV blocks in use by requests
+  uint64_t weight_bytes = 0;            ///< model weights resident on the device
+  uint64_t kv_cache_bytes = 0;
+  uint64_t workspace_bytes = 0;         ///< activation buffers
+  int64_t num_prompt_tokens = 0;        ///< computed so far (cache hits excluded)
+  int64_t num_generated_tokens = 0;
+};
+
+/// Facts about the loaded model that callers need to build requests.
+struct ModelInfo {
+  std::string architecture;         ///< e.g. "LlamaForCausalLM"
+  int64_t vocab_size = 0;
+  int32_t max_model_len = 0;         ///< the engine's limit for prompt + output
+  std::vector<int32_t> eos_token_ids;
+  std::optional<int32_t> bos_token_id;
+  std::string device;                ///< e.g. "cpu"
+};
+
+class PHOTON_API Engine {
+ public:
+  /// Loads the model and takes all memory (weights, activations, KV cache) up front. Errors say what to change,
+  /// e.g. "the KV budget holds 812 tokens; lower max_model_len to 812 or raise memory_utilization".
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Queues a request for `prompt` token ids; returns its id (unique for this engine). Rejects prompts that cannot
+  /// fit (max_model_len, whole KV cache), ids outside the vocabulary and invalid parameters.
+  Result<uint64_t> submit(std::vector<int32_t> prompt, const SamplingParams& params);
+  /// Ends a request at the next step boundary (its KV blocks are freed then); it reports kCancelled.
+  /// kNotFound when the id is unknown or already finished.
+  Status cancel(uint64_t request_id);
+  /// One iteration: schedule, forward, sample, update. Does nothing when no request is pending.
+  Status step();
+  /// Drains the events produced since the last call, in order.
+  std::vector<RequestEvent> poll();
+  /// True while any request is waiting or running (including ones submitted but not yet scheduled).
+  bool has_unfinished_requests() const;
+  EngineStats stats() const;
+  const ModelInfo& model_info() const;
+
+  /// Runs step() on an engine-owned thread whenever work is pending (idle otherwise). Idempotent.
+  Status start();
+  /// Stops and joins that thread; pending requests stay queued. Idempotent.
+  void stop();
+  /// Blocks until an event is available or `timeout_ms` passes; true when poll() has something.
+  bool wait_for_events(int timeout_ms);
+
+ private:
+  Engine();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace photon

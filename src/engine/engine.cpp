@@ -1,0 +1,505 @@
+#include <photon/engine.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "core/logging.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "engine/model_runner.hpp"
+#include "engine/sampler.hpp"
+#include "models/model_loader.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace photon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
+uint64_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+Result<DType> parse_kv_dtype(const std::string& name) {
+  if (name == "auto") return DType::kF32;
+  const auto d = parse_dtype(name);
+  if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
+  }
+  return *d;
+}
+
+uint64_t mix_seed(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull); }
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "";
+}
+
+struct Engine::Impl {
+  EngineConfig config;
+  ModelInfo info;
+  Clock::time_point epoch = Clock::now();
+  std::unique_ptr<Backend> backend;
+  uint64_t weight_bytes = 0;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Scheduler> scheduler;
+  SamplerScratch scratch;
+  std::vector<int32_t> sampled;
+  int64_t num_steps = 0;
+  int64_t num_prompt_tokens = 0;
+  int64_t num_generated_tokens = 0;
+
+  // Shared with submitting / polling threads.
+  mutable std::mutex mu;
+  std::condition_variable events_cv;
+  std::condition_variable work_cv;
+  std::vector<std::unique_ptr<Request>> inbox;
+  std::vector<uint64_t> cancels;
+  std::deque<RequestEvent> events;
+  uint64_t next_id = 1;
+  uint64_t next_arrival = 0;
+  int64_t num_unfinished = 0;
+  std::unordered_set<uint64_t> live;  // submitted and not yet finished
+  EngineStats last_stats;
+
+  std::mutex step_mu;
+  std::thread loop;
+  bool loop_running = false;
+  bool stop_requested = false;
+
+  double now() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
+  Status step();
+  void emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
+            std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error = {});
+  void refresh_stats();
+  void run_loop();
+};
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+
+Engine::~Engine() { stop(); }
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  std::unique_ptr<Engine> engine(new Engine());
+  Impl& m = *engine->impl_;
+  m.config = config;
+  if (config.device != "cpu") {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("device '{}' is not available in this build; use device \"cpu\"", config.device));
+  }
+  if (config.block_size < 1 || config.block_size > 1024) {
+    return Status(StatusCode::kInvalidArgument, "block_size must be from 1 to 1024");
+  }
+  if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1) {
+    return Status(StatusCode::kInvalidArgument, "max_num_seqs and max_num_batched_tokens must be positive");
+  }
+  if (!(config.memory_utilization > 0.0 && config.memory_utilization <= 1.0)) {
+    return Status(StatusCode::kInvalidArgument, "memory_utilization must be in (0, 1]");
+  }
+  ModelSource source;
+  source.model = config.model;
+  const auto format = parse_load_format(config.load_format);
+  if (!format) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("load_format must be auto, safetensors or dummy, not '{}'", config.load_format));
+  }
+  source.format = *format;
+  const auto dtype = parse_dtype(config.dtype);
+  if (!dtype || !is_float_dtype(*dtype)) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("dtype must be bf16, f16 or f32, not '{}'", config.dtype));
+  }
+  source.dummy_dtype = *dtype;
+  source.seed = config.seed;
+  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype));
+
+  m.backend = make_cpu_backend(default_cpu_allocator());
+  PHOTON_ASSIGN_OR_RETURN(LoadedModel model, load_model(source, *m.backend, config.load_progress));
+  const ModelConfig mc = model.config;
+  m.weight_bytes = model.weights.bytes;
+
+  int32_t max_model_len = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, INT32_MAX / 2));
+  if (config.max_model_len > 0) {
+    if (config.max_model_len > max_model_len) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("max_model_len {} exceeds the model's context of {} tokens", config.max_model_len,
+                                max_model_len));
+    }
+    max_model_len = config.max_model_len;
+  }
+
+  DecoderLimits limits;
+  limits.max_num_tokens = config.max_num_batched_tokens;
+  limits.max_num_seqs = config.max_num_seqs;
+  limits.max_num_logits = std::max(config.max_num_seqs, std::min(config.max_num_batched_tokens, 512));
+  const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
+  limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
+  PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(mc, std::move(model.weights), *m.backend, limits));
+
+  // KV cache: an exact block count, else a byte budget, else a share of available memory. Never more than
+  // max_num_seqs full-length sequences can use.
+  const uint64_t per_block = PagedKvCache::bytes_per_block(mc, config.block_size, kv_dtype);
+  int64_t num_blocks = 0;
+  std::string budget_hint;
+  if (config.num_kv_blocks > 0) {
+    num_blocks = config.num_kv_blocks;
+    budget_hint = "raise num_kv_blocks";
+  } else {
+    uint64_t budget = config.kv_cache_memory_bytes;
+    budget_hint = "raise the KV cache memory";
+    if (budget == 0) {
+      const auto available = static_cast<double>(host_available_bytes());
+      budget = static_cast<uint64_t>(std::max(0.0, available * config.memory_utilization));
+      budget_hint = "raise memory_utilization";
+    }
+    num_blocks = static_cast<int64_t>(budget / per_block);
+    num_blocks = std::min<int64_t>(num_blocks, static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
+  }
+  const int64_t capacity = num_blocks * config.block_size;
+  if (capacity < max_model_len) {
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("the KV cache budget holds {} tokens ({} blocks of {}), fewer than max_model_len {}; "
+                              "lower max_model_len to {} or {}",
+                              capacity, num_blocks, config.block_size, max_model_len, capacity, budget_hint));
+  }
+  PHOTON_ASSIGN_OR_RETURN(PagedKvCache kv, PagedKvCache::create(mc, *m.backend, num_blocks, config.block_size,
+                                                                kv_dtype));
+  m.runner = std::make_unique<ModelRunner>(std::move(decoder), std::move(kv));
+
+  SchedulerConfig sc;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_num_logits = static_cast<int32_t>(limits.max_num_logits);
+  sc.max_model_len = max_model_len;
+  sc.num_blocks = static_cast<int32_t>(num_blocks);
+  sc.block_size = config.block_size;
+  sc.enable_prefix_caching = config.enable_prefix_caching;
+  m.scheduler = std::make_unique<Scheduler>(sc);
+  m.scheduler->set_eos_ids(mc.eos_token_ids);
+
+  m.info.architecture = mc.architecture_name;
+  m.info.vocab_size = mc.vocab_size;
+  m.info.max_model_len = max_model_len;
+  m.info.eos_token_ids = mc.eos_token_ids;
+  m.info.bos_token_id = mc.bos_token_id;
+  m.info.device = m.backend->device().to_string();
+  m.refresh_stats();
+  log::info("engine ready: {} on {}, {:.2f} GB weights, KV cache {} blocks x {} tokens ({:.2f} GB)",
+            mc.architecture_name, m.info.device, static_cast<double>(m.weight_bytes) / 1e9, num_blocks,
+            config.block_size, static_cast<double>(m.runner->kv_cache().bytes()) / 1e9);
+  return engine;
+}
+
+Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params) {
+  Impl& m = *impl_;
+  PHOTON_RETURN_IF_ERROR(params.validate(m.info.vocab_size));
+  if (!params.stop.empty()) {
+    return Status(StatusCode::kUnsupported, "stop strings need a tokenizer, which this engine does not have; use "
+                                            "stop_token_ids");
+  }
+  if (prompt.empty()) return Status(StatusCode::kInvalidArgument, "the prompt is empty; give at least one token");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= m.info.vocab_size) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("prompt token id {} is outside the vocabulary (0..{})",
+                                                              id, m.info.vocab_size - 1));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
+  if (total > m.info.max_model_len) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the prompt ({} tokens) plus max_tokens ({}) is {} tokens, more than max_model_len "
+                              "({}); shorten the prompt or lower max_tokens",
+                              prompt.size(), params.max_tokens, total, m.info.max_model_len));
+  }
+  auto r = std::make_unique<Request>();
+  r->params = params;
+  r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+  r->tokens = std::move(prompt);
+  r->tokens.reserve(static_cast<size_t>(total));
+  r->arrival_time = m.now();
+  std::lock_guard lock(m.mu);
+  r->id = m.next_id++;
+  r->arrival = m.next_arrival++;
+  r->seed = params.seed ? *params.seed : mix_seed(m.config.seed, r->id);
+  const uint64_t id = r->id;
+  m.inbox.push_back(std::move(r));
+  m.live.insert(id);
+  ++m.num_unfinished;
+  m.work_cv.notify_all();
+  return id;
+}
+
+Status Engine::cancel(uint64_t id) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  for (auto it = m.inbox.begin(); it != m.inbox.end(); ++it) {
+    if ((*it)->id == id) {
+      // Never scheduled: finish it right here.
+      Request& r = **it;
+      r.finish_reason = FinishReason::kCancelled;
+      r.state = RequestState::kFinished;
+      RequestEvent e;
+      e.request_id = id;
+      e.finished = true;
+      e.finish_reason = FinishReason::kCancelled;
+      e.num_prompt_tokens = r.num_prompt_tokens;
+      e.arrival_time = r.arrival_time;
+      e.finish_time = m.now();
+      m.events.push_back(std::move(e));
+      m.inbox.erase(it);
+      m.live.erase(id);
+      --m.num_unfinished;
+      m.events_cv.notify_all();
+      return Status::ok();
+    }
+  }
+  if (!m.live.contains(id)) {
+    return Status(StatusCode::kNotFound, fmt::format("no unfinished request with id {}", id));
+  }
+  m.cancels.push_back(id);  // checked against live requests at the next step boundary
+  m.work_cv.notify_all();
+  return Status::ok();
+}
+
+void Engine::Impl::emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
+                        std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error) {
+  RequestEvent e;
+  e.request_id = r.id;
+  e.token_ids = std::move(new_tokens);
+  e.logprobs = std::move(logprobs);
+  e.prompt_logprobs = std::move(prompt_logprobs);
+  e.prompt_logprobs_begin = prompt_begin;
+  e.finished = r.is_finished();
+  e.finish_reason = r.finish_reason;
+  e.error = error;
+  e.num_prompt_tokens = r.num_prompt_tokens;
+  e.num_output_tokens = r.num_output_tokens();
+  e.num_cached_prompt_tokens = r.num_cached_prompt_tokens;
+  e.arrival_time = r.arrival_time;
+  e.first_token_time = r.first_token_time;
+  e.finish_time = e.finished ? now() : 0.0;
+  std::lock_guard lock(mu);
+  if (e.finished) {
+    --num_unfinished;
+    live.erase(e.request_id);
+  }
+  events.push_back(std::move(e));
+}
+
+Status Engine::step() {
+  std::lock_guard step_lock(impl_->step_mu);
+  return impl_->step();
+}
+
+Status Engine::Impl::step() {
+  // 1. Admit new requests and apply cancellations (the step boundary).
+  std::vector<std::unique_ptr<Request>> incoming;
+  std::vector<uint64_t> cancelled;
+  {
+    std::lock_guard lock(mu);
+    incoming.swap(inbox);
+    cancelled.swap(cancels);
+  }
+  for (auto& r : incoming) {
+    Request& ref = *r;
+    if (Status s = scheduler->add_request(std::move(r)); !s) {
+      ref.finish_reason = FinishReason::kError;
+      ref.state = RequestState::kFinished;
+      emit(ref, {}, {}, {}, 1, s.message());
+    }
+  }
+  for (uint64_t id : cancelled) {
+    if (scheduler->finish_request(id, FinishReason::kCancelled)) emit(*scheduler->find(id), {}, {}, {}, 1);
+  }
+
+  // 2. Schedule, 3. run, 4. sample, 5. update, 6. emit.
+  const SchedulerOutput out = scheduler->schedule();
+  if (out.empty()) {
+    scheduler->remove_finished();
+    refresh_stats();
+    return Status::ok();
+  }
+  runner->prepare(out);
+  auto logits = runner->execute();
+  if (!logits) {
+    // The batch failed as a whole: finish its requests with the error; the engine stays usable.
+    for (const auto& s : out.scheduled) {
+      if (scheduler->finish_request(s.request->id, FinishReason::kError)) {
+        emit(*s.request, {}, {}, {}, 1, logits.status().message());
+      }
+    }
+    scheduler->remove_finished();
+    refresh_stats();
+    log::error("step failed: {}", logits.status().to_string());
+    return logits.status();
+  }
+  const auto vocab = static_cast<size_t>(info.vocab_size);
+  const float* rows = logits->data<float>();
+  sampled.assign(out.scheduled.size(), -1);
+  struct Pending {
+    std::vector<TokenLogprob> prompt_logprobs;
+    int32_t prompt_begin = 1;
+    std::vector<TokenLogprob> logprobs;
+  };
+  std::vector<Pending> pending(out.scheduled.size());
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    Request& r = *s.request;
+    if (r.wants_prompt_logprobs()) {  // the scheduler gave every row of the chunk
+      // Prompt logprobs: row j sits at position num_computed + j and predicts the token after it.
+      pending[i].prompt_begin = r.next_prompt_logprob;
+      for (int32_t j = 0; j < s.num_logits; ++j) {
+        const int32_t target = r.num_computed_tokens + j + 1;
+        if (target < r.next_prompt_logprob || target >= r.num_prompt_tokens) continue;
+        const float* row = rows + static_cast<size_t>(s.logits_begin + j) * vocab;
+        pending[i].prompt_logprobs.push_back(
+            token_logprob({row, vocab}, r.tokens[static_cast<size_t>(target)], *r.params.prompt_logprobs));
+        r.next_prompt_logprob = target + 1;
+      }
+    }
+    if (!s.sample) continue;
+    const float* row = rows + static_cast<size_t>(s.logits_begin + s.num_logits - 1) * vocab;
+    const std::span<const int32_t> all(r.tokens);
+    const auto out_index = static_cast<uint64_t>(r.num_output_tokens());
+    sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)),
+                                   random_uniform(r.seed, out_index), scratch);
+    if (r.params.logprobs) pending[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
+  }
+  for (const auto& s : out.scheduled) {
+    const Request& r = *s.request;
+    num_prompt_tokens += std::max(0, std::min(s.num_new_tokens, r.num_prompt_tokens - r.num_computed_tokens));
+  }
+  scheduler->update(out, sampled);
+  const double t = now();
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    Request& r = *out.scheduled[i].request;
+    std::vector<int32_t> new_tokens;
+    if (out.scheduled[i].sample && sampled[i] >= 0) {
+      new_tokens.push_back(sampled[i]);
+      ++num_generated_tokens;
+      if (r.first_token_time == 0.0) r.first_token_time = t;
+    }
+    if (new_tokens.empty() && pending[i].prompt_logprobs.empty() && !r.is_finished()) continue;
+    emit(r, std::move(new_tokens), std::move(pending[i].logprobs), std::move(pending[i].prompt_logprobs),
+         pending[i].prompt_begin);
+  }
+  scheduler->remove_finished();
+  ++num_steps;
+  refresh_stats();
+  events_cv.notify_all();
+  return Status::ok();
+}
+
+void Engine::Impl::refresh_stats() {
+  const SchedulerStats s = scheduler->stats();
+  EngineStats e;
+  e.num_running = s.num_running;
+  e.num_waiting = s.num_waiting;
+  e.num_preemptions = s.num_preemptions;
+  e.num_steps = num_steps;
+  e.prefix_cache_queries = s.prefix_cache_queries;
+  e.prefix_cache_hit_tokens = s.prefix_cache_hits;
+  e.num_kv_blocks = s.num_blocks;
+  e.num_free_kv_blocks = s.num_free_blocks;
+  e.block_size = scheduler->config().block_size;
+  e.kv_capacity_tokens = static_cast<int64_t>(s.num_blocks) * e.block_size;
+  e.kv_usage = scheduler->block_manager().usage();
+  e.weight_bytes = weight_bytes;
+  e.kv_cache_bytes = runner->kv_cache().bytes();
+  e.workspace_bytes = runner->decoder().workspace_bytes();
+  e.num_prompt_tokens = num_prompt_tokens;
+  e.num_generated_tokens = num_generated_tokens;
+  std::lock_guard lock(mu);
+  e.num_waiting += static_cast<int32_t>(inbox.size());
+  last_stats = e;
+}
+
+std::vector<RequestEvent> Engine::poll() {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  std::vector<RequestEvent> out(std::make_move_iterator(m.events.begin()), std::make_move_iterator(m.events.end()));
+  m.events.clear();
+  return out;
+}
+
+bool Engine::wait_for_events(int timeout_ms) {
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mu);
+  return m.events_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !m.events.empty(); });
+}
+
+bool Engine::has_unfinished_requests() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->num_unfinished > 0 || !impl_->cancels.empty();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mu);
+  EngineStats s = impl_->last_stats;
+  s.num_waiting = std::max<int32_t>(s.num_waiting, 0);
+  return s;
+}
+
+const ModelInfo& Engine::model_info() const { return impl_->info; }
+
+void Engine::Impl::run_loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mu);
+      work_cv.wait(lock, [&] { return stop_requested || num_unfinished > 0 || !cancels.empty(); });
+      if (stop_requested) return;
+    }
+    std::lock_guard step_lock(step_mu);
+    (void)step();  // errors are reported per request through events
+  }
+}
+
+Status Engine::start() {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  if (m.loop_running) return Status::ok();
+  m.stop_requested = false;
+  m.loop_running = true;
+  m.loop = std::thread([&m] { m.run_loop(); });
+  return Status::ok();
+}
+
+void Engine::stop() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.loop_running) return;
+    m.stop_requested = true;
+    m.work_cv.notify_all();
+  }
+  m.loop.join();
+  std::lock_guard lock(m.mu);
+  m.loop_running = false;
+}
+
+}  // namespace photon

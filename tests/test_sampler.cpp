@@ -1,0 +1,135 @@
+// The sampler: support sets of top-k / top-p / min-p, penalties, greedy ties, reproducible random streams.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "engine/sampler.hpp"
+
+using namespace photon;
+
+namespace {
+
+// Logits whose softmax is exactly `probs`.
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+// Draws `n` tokens with independent uniforms; returns how often each id came up.
+std::vector<int> histogram(const std::vector<float>& logits, const SamplingParams& p, int n,
+                           std::vector<int32_t> prompt = {}, std::vector<int32_t> output = {}) {
+  SamplerScratch scratch;
+  std::vector<int> counts(logits.size());
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = sample_next_token(logits, p, prompt, output, random_uniform(99, static_cast<uint64_t>(i)), scratch);
+    counts[static_cast<size_t>(t)]++;
+  }
+  return counts;
+}
+
+std::set<int> support(const std::vector<int>& counts) {
+  std::set<int> s;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0) s.insert(static_cast<int>(i));
+  }
+  return s;
+}
+
+const std::vector<double> kProbs = {0.05, 0.5, 0.15, 0.3};  // order: 1 > 3 > 2 > 0
+
+}  // namespace
+
+TEST_CASE("token logprobs and their top-k, ties to the lower id") {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
+  const auto lp = token_logprob(logits, 0, 3);
+  double lse = 0;
+  for (float l : logits) lse += std::exp(static_cast<double>(l));
+  lse = std::log(lse);
+  CHECK(std::abs(lp.logprob - (1.0 - lse)) < 1e-6);
+  REQUIRE(lp.top.size() == 3);
+  CHECK(lp.top[0].first == 1);
+  CHECK(lp.top[1].first == 2);
+  CHECK(lp.top[2].first == 0);
+  CHECK(token_logprob(logits, 3, 0).top.empty());
+  CHECK(token_logprob(logits, 3, 10).top.size() == 4);
+  CHECK(argmax(logits) == 1);
+}
+
+TEST_CASE("temperature sampling follows softmax(logits / T)") {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const auto counts = histogram(logits_of(kProbs), p, 40000);
+  for (size_t i = 0; i < kProbs.size(); ++i) CHECK(std::abs(counts[i] / 40000.0 - kProbs[i]) < 0.01);
+  p.temperature = 0.5f;  // squares the probabilities before renormalising
+  const auto sharp = histogram(logits_of(kProbs), p, 40000);
+  double z = 0;
+  for (double q : kProbs) z += q * q;
+  for (size_t i = 0; i < kProbs.size(); ++i) CHECK(std::abs(sharp[i] / 40000.0 - kProbs[i] * kProbs[i] / z) < 0.01);
+  p.temperature = 0.0f;
+  CHECK(support(histogram(logits_of(kProbs), p, 100)) == std::set<int>{1});
+}
+
+TEST_CASE("top-k, top-p and min-p keep exactly their support sets") {
+  SamplingParams p;
+  p.top_k = 2;
+  CHECK(support(histogram(logits_of(kProbs), p, 5000)) == std::set<int>{1, 3});
+  p.top_k = 0;
+  p.top_p = 0.79f;  // 0.5 + 0.3 reaches 0.79
+  CHECK(support(histogram(logits_of(kProbs), p, 5000)) == std::set<int>{1, 3});
+  p.top_p = 0.81f;
+  CHECK(support(histogram(logits_of(kProbs), p, 5000)) == std::set<int>{1, 2, 3});
+  p.top_p = 0.01f;  // always at least the top token
+  CHECK(support(histogram(logits_of(kProbs), p, 500)) == std::set<int>{1});
+  p.top_p = 1.0f;
+  p.min_p = 0.35f;  // threshold 0.175: keeps 0.5 and 0.3
+  CHECK(support(histogram(logits_of(kProbs), p, 5000)) == std::set<int>{1, 3});
+  p.min_p = 0.05f;  // threshold 0.025: keeps all
+  CHECK(support(histogram(logits_of(kProbs), p, 20000)) == std::set<int>{0, 1, 2, 3});
+  // Within the top-k set the proportions are renormalised: 0.5 : 0.3.
+  p.min_p = 0.0f;
+  p.top_k = 2;
+  const auto counts = histogram(logits_of(kProbs), p, 40000);
+  CHECK(std::abs(counts[1] / 40000.0 - 0.625) < 0.01);
+}
+
+TEST_CASE("repetition, presence and frequency penalties") {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.05f};
+  SamplerScratch s;
+  CHECK(sample_next_token(logits, p, {}, {}, 0.5, s) == 0);
+  p.repetition_penalty = 2.0f;  // 2.0 -> 1.0 for token 0 (in the prompt)
+  const std::vector<int32_t> prompt = {0, 0, 0};
+  CHECK(sample_next_token(logits, p, prompt, {}, 0.5, s) == 1);
+  // Negative logits are multiplied: token 2 (in the output) falls from -1.0 to -2.0, below token 3.
+  const std::vector<float> negative = {-1.0f, -1.05f};
+  const std::vector<int32_t> out0 = {0};
+  CHECK(sample_next_token(negative, p, {}, out0, 0.5, s) == 1);
+  p.repetition_penalty = 1.0f;
+  p.presence_penalty = 0.05f;
+  const std::vector<int32_t> output = {0, 0};
+  CHECK(sample_next_token(logits, p, {}, output, 0.5, s) == 0);  // 2.0 - 0.05 > 1.9
+  p.frequency_penalty = 0.04f;                                     // 2.0 - 0.05 - 2 * 0.04 < 1.9
+  CHECK(sample_next_token(logits, p, {}, output, 0.5, s) == 1);
+  // The scratch counters are left zeroed for the next call.
+  for (int32_t c : s.counts) CHECK(c == 0);
+  // Prompt tokens do not count for presence/frequency.
+  CHECK(sample_next_token(logits, p, prompt, {}, 0.5, s) == 0);
+}
+
+TEST_CASE("random streams depend only on (seed, index)") {
+  CHECK(random_uniform(1, 5) == random_uniform(1, 5));
+  CHECK(random_uniform(1, 5) != random_uniform(2, 5));
+  CHECK(random_uniform(1, 5) != random_uniform(1, 6));
+  double sum = 0;
+  for (uint64_t i = 0; i < 10000; ++i) {
+    const double u = random_uniform(7, i);
+    REQUIRE(u >= 0.0);
+    REQUIRE(u < 1.0);
+    sum += u;
+  }
+  CHECK(std::abs(sum / 10000 - 0.5) < 0.01);
+}
