@@ -81,5 +81,43 @@ echo '{"architectures": ["LlamaForCausalLM"], "vocab_size": 10' > "$only_config/
 check "malformed config.json" 1 "config.json: not well-formed JSON" -- "$photon" generate --model "$only_config" --load-format dummy --prompt-ids 3
 rm -rf "$only_config"
 
+# Batch mode: every reference prompt twice under tight KV and token budgets; greedy ids must equal transformers'.
+ref_dir="$data/parity/llama3-gqa-tied-ropescaled"
+reqs=$(mktemp)
+python3 - "$ref_dir/reference.json" >"$reqs" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))
+for copy in range(2):
+    for c in ref["cases"]:
+        print(json.dumps({"prompt_ids": c["prompt_ids"], "max_tokens": 24, "ignore_eos": True, "temperature": 0}))
+PY
+batch_err=$(mktemp)
+batch_out=$("$photon" generate --model "$ref_dir" --requests "$reqs" --block-size 4 --num-kv-blocks 24 \
+            --max-model-len 64 --max-num-batched-tokens 16 --max-num-seqs 8 --stats 2>"$batch_err")
+if python3 - "$ref_dir/reference.json" "$batch_out" "$(tail -1 "$batch_err")" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in sys.argv[2].splitlines()]
+stats = json.loads(sys.argv[3])
+assert len(lines) == 6, len(lines)
+for i, o in enumerate(lines):
+    c = ref["cases"][i % 3]
+    assert o["prompt_ids"] == c["prompt_ids"]
+    assert o["output_ids"] == c["output_ids"], (i, o["output_ids"], c["output_ids"])
+    assert o["finish_reason"] == "length"
+for k in ("num_preemptions", "prefix_cache_hit_tokens", "num_steps", "weight_bytes"):
+    assert k in stats, k
+assert stats["num_preemptions"] > 0 and stats["prefix_cache_hit_tokens"] > 0 and stats["num_steps"] > 6
+PY
+then pass=$((pass + 1)); else echo "FAIL: batch mode"; cat "$batch_err" | tail -3; failures=$((failures + 1)); fi
+printf '{"prompt_ids":[1,2]}\n{"prompt_ids":[1,2],"temperature":"hot"}\n' >"$reqs"
+check "bad request line" 2 "$reqs:2: 'temperature' must be a number" -- "$photon" generate --model "$ref_dir" --requests "$reqs"
+printf '{"prompt_ids":[1,2],"colour":1}\n' >"$reqs"
+check "unknown request field" 2 "unknown field 'colour'" -- "$photon" generate --model "$ref_dir" --requests "$reqs"
+printf '{"prompt_ids":[1,2]}\n{"prompt_ids":[1,2],"max_tokens":5000}\n' >"$reqs"
+check "one rejected request" 0 'max_model_len.*"finish_reason":"error"' -- "$photon" generate --model "$ref_dir" --requests "$reqs"
+check "both prompt forms" 2 "exactly one of" -- "$photon" generate --model "$ref_dir" --requests "$reqs" --prompt-ids 1
+rm -f "$reqs" "$batch_err"
+
 echo "$pass passed, $failures failed"
 [ "$failures" -eq 0 ]
