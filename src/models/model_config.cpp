@@ -173,9 +173,14 @@ Result<ModelConfig> parse_model_config_json(const json& root, std::string_view s
     return config_error(source, fmt::format("num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                                             c.num_heads, c.num_kv_heads));
   }
-  const std::optional<int64_t> default_head_dim =
-      c.hidden_size % c.num_heads == 0 ? std::optional<int64_t>(c.hidden_size / c.num_heads) : std::nullopt;
-  PHOTON_ASSIGN_OR_RETURN(c.head_dim, get_int(root, "head_dim", source, default_head_dim));
+  if (root.contains("head_dim") && !root["head_dim"].is_null()) {
+    PHOTON_ASSIGN_OR_RETURN(c.head_dim, get_int(root, "head_dim", source));
+  } else if (c.hidden_size % c.num_heads == 0) {
+    c.head_dim = c.hidden_size / c.num_heads;
+  } else {
+    return config_error(source, "required field 'head_dim' is missing (hidden_size is not a multiple of "
+                                "num_attention_heads)");
+  }
   if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 512) {
     return config_error(source, fmt::format("field 'head_dim' must be an even number from 2 to 512, not {}",
                                             c.head_dim));

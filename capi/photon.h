@@ -1,0 +1,202 @@
+/*
+ * PhotonInfer C API — the stable ABI of libphoton.
+ *
+ * Pure C (C99 and later, and C++). Every function is safe to call from any language that can call C: no exception,
+ * abort or signal ever crosses this boundary, and the library never writes to stdout.
+ *
+ * Conventions
+ *   - Handles are opaque. Each *_create has a *_destroy; destroy functions accept NULL.
+ *   - Parameter structs start with `struct_size`; initialise them with their *_default() function, then change
+ *     fields. The library reads only the fields that fit in struct_size, so programs built against older headers
+ *     keep working with newer libraries.
+ *   - Functions return photon_status (PHOTON_OK is 0). On an error, photon_engine_last_error(engine) — or
+ *     photon_last_error() for functions without an engine, such as photon_engine_create — returns a message that
+ *     says what went wrong and what to change.
+ *   - Memory: callers own the buffers they pass in. Pointers inside returned structs (photon_event) point into
+ *     engine-owned memory that stays valid until the next photon_poll on the same engine or its destruction.
+ *
+ * Thread safety
+ *   photon_submit, photon_cancel, photon_poll, photon_get_stats and photon_has_unfinished may be called from any
+ *   thread at any time. photon_step must not run concurrently with itself on the same engine. photon_start runs
+ *   the step loop on an engine-owned thread; do not call photon_step while it runs. Different engines are
+ *   independent. photon_last_error is per thread; photon_engine_last_error is per engine.
+ */
+#ifndef PHOTON_H
+#define PHOTON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  define PHOTON_C_API __declspec(dllimport)
+#else
+#  define PHOTON_C_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of these headers. Compare with photon_version_major() etc. at run time; the ABI is stable within one
+ * major version (the shared library's SOVERSION). */
+#define PHOTON_C_VERSION_MAJOR 0
+#define PHOTON_C_VERSION_MINOR 1
+#define PHOTON_C_VERSION_PATCH 0
+
+PHOTON_C_API int photon_version_major(void);
+PHOTON_C_API int photon_version_minor(void);
+PHOTON_C_API int photon_version_patch(void);
+/* "MAJOR.MINOR.PATCH"; static storage. */
+PHOTON_C_API const char* photon_version_string(void);
+
+typedef enum photon_status {
+  PHOTON_OK = 0,
+  PHOTON_ERROR_INVALID_ARGUMENT = 1, /* a value passed in is wrong */
+  PHOTON_ERROR_NOT_FOUND = 2,        /* a file, tensor or request id does not exist */
+  PHOTON_ERROR_IO = 3,               /* reading a file failed */
+  PHOTON_ERROR_FORMAT = 4,           /* a file is malformed */
+  PHOTON_ERROR_UNSUPPORTED = 5,      /* valid, but not supported by this build */
+  PHOTON_ERROR_OUT_OF_MEMORY = 6,    /* an allocation failed or the memory budget is too small */
+  PHOTON_ERROR_RESOURCE_EXHAUSTED = 7,
+  PHOTON_ERROR_CANCELLED = 8,
+  PHOTON_ERROR_INTERNAL = 9          /* a bug; please report it with the message */
+} photon_status;
+
+/* A short name for a status ("ok", "invalid argument", ...); static storage. */
+PHOTON_C_API const char* photon_status_string(photon_status status);
+
+/* The message of the last failed call on this thread that had no engine (e.g. photon_engine_create); "" if none.
+ * Valid until the next such call on the same thread. */
+PHOTON_C_API const char* photon_last_error(void);
+
+/* ---- engine ---------------------------------------------------------------------------------------------------- */
+
+typedef struct photon_engine photon_engine;
+
+typedef struct photon_engine_params {
+  size_t struct_size;
+  const char* model;            /* checkpoint folder or "dummy:NAME"; required */
+  const char* load_format;      /* "auto" (default), "safetensors" or "dummy" */
+  const char* device;           /* "cpu" (default) */
+  const char* dtype;            /* dummy weights: "bf16" (default), "f16", "f32" */
+  const char* kv_cache_dtype;   /* "auto" (default), "f32", "bf16" */
+  uint64_t kv_cache_memory_bytes; /* 0: from memory_utilization */
+  double memory_utilization;    /* fraction of available memory; default 0.5 */
+  int64_t num_kv_blocks;        /* > 0 overrides both budgets */
+  int32_t block_size;           /* tokens per KV block; default 16 */
+  int32_t max_num_seqs;         /* default 64 */
+  int32_t max_num_batched_tokens; /* default 512 */
+  int32_t max_model_len;        /* 0: the model's context */
+  int32_t enable_prefix_caching; /* non-zero (default) to reuse shared prompt prefixes */
+  uint64_t seed;                /* dummy weights and unseeded requests */
+} photon_engine_params;
+
+PHOTON_C_API photon_engine_params photon_engine_params_default(void);
+
+/* Loads the model and takes all memory up front. On success *out_engine owns a new engine; on failure it is set to
+ * NULL and photon_last_error() says why. */
+PHOTON_C_API photon_status photon_engine_create(const photon_engine_params* params, photon_engine** out_engine);
+/* Stops the background loop if running and frees every byte the engine holds. NULL is ignored. */
+PHOTON_C_API void photon_engine_destroy(photon_engine* engine);
+/* The message of the last failed call on `engine` (from any thread); "" if none. The string is a copy owned by the
+ * calling thread, valid until its next call of this function. */
+PHOTON_C_API const char* photon_engine_last_error(const photon_engine* engine);
+
+/* Facts about the loaded model. */
+PHOTON_C_API int64_t photon_engine_vocab_size(const photon_engine* engine);
+PHOTON_C_API int32_t photon_engine_max_model_len(const photon_engine* engine);
+
+/* ---- requests -------------------------------------------------------------------------------------------------- */
+
+typedef struct photon_sampling_params {
+  size_t struct_size;
+  float temperature;          /* default 1; 0 is greedy */
+  int32_t top_k;              /* 0: off */
+  float top_p;                /* 1: off */
+  float min_p;                /* 0: off */
+  float repetition_penalty;   /* 1: off */
+  float presence_penalty;     /* 0: off */
+  float frequency_penalty;    /* 0: off */
+  int32_t max_tokens;         /* default 16 */
+  int32_t has_seed;           /* non-zero: use `seed` */
+  uint64_t seed;
+  int32_t ignore_eos;
+  const int32_t* stop_token_ids; /* copied during photon_submit */
+  size_t num_stop_token_ids;
+  int32_t logprobs;           /* < 0: none; else report each token's logprob and the top N */
+  int32_t prompt_logprobs;    /* < 0: none; else each prompt token's logprob and the top N */
+  int32_t priority;           /* lower first */
+} photon_sampling_params;
+
+PHOTON_C_API photon_sampling_params photon_sampling_params_default(void);
+
+/* Queues a request for `num_tokens` prompt ids (copied). *out_request_id receives its id. */
+PHOTON_C_API photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t num_tokens,
+                                         const photon_sampling_params* params, uint64_t* out_request_id);
+/* Ends a request at the next step boundary; it then reports PHOTON_FINISH_CANCELLED. */
+PHOTON_C_API photon_status photon_cancel(photon_engine* engine, uint64_t request_id);
+/* Runs one schedule -> forward -> sample -> update iteration (nothing when idle). */
+PHOTON_C_API photon_status photon_step(photon_engine* engine);
+/* 1 while any request is unfinished, else 0. */
+PHOTON_C_API int photon_has_unfinished(photon_engine* engine);
+/* Runs photon_step on an engine-owned thread whenever work is pending; photon_stop joins it. */
+PHOTON_C_API photon_status photon_start(photon_engine* engine);
+PHOTON_C_API void photon_stop(photon_engine* engine);
+
+typedef enum photon_finish_reason {
+  PHOTON_FINISH_NONE = 0,
+  PHOTON_FINISH_STOP = 1,
+  PHOTON_FINISH_LENGTH = 2,
+  PHOTON_FINISH_CANCELLED = 3,
+  PHOTON_FINISH_ERROR = 4
+} photon_finish_reason;
+
+/* What happened to one request since the previous poll. Arrays point into engine-owned memory (see above). */
+typedef struct photon_event {
+  uint64_t request_id;
+  const int32_t* token_ids;   /* new tokens */
+  size_t num_tokens;
+  const float* logprobs;      /* [num_tokens], or NULL when not requested */
+  const int32_t* top_ids;     /* [num_tokens * top_n], or NULL */
+  const float* top_logprobs;  /* [num_tokens * top_n], or NULL */
+  int32_t top_n;
+  int32_t finished;           /* non-zero on the request's last event */
+  photon_finish_reason finish_reason;
+  const char* error;          /* "" unless finish_reason is PHOTON_FINISH_ERROR */
+  int32_t num_prompt_tokens;
+  int32_t num_output_tokens;  /* in total so far */
+  int32_t num_cached_prompt_tokens;
+  double arrival_time;        /* seconds on the engine's clock */
+  double first_token_time;    /* 0 until the first token */
+  double finish_time;         /* 0 until finished */
+} photon_event;
+
+/* Moves up to `capacity` pending events into `events` and sets *out_count. Events that do not fit stay queued.
+ * Invalidates the arrays of events returned by the previous call. */
+PHOTON_C_API photon_status photon_poll(photon_engine* engine, photon_event* events, size_t capacity,
+                                       size_t* out_count);
+
+typedef struct photon_stats {
+  size_t struct_size;
+  int32_t num_running;
+  int32_t num_waiting;
+  int64_t num_preemptions;
+  int64_t num_steps;
+  int64_t prefix_cache_hit_tokens;
+  int64_t num_kv_blocks;
+  int64_t num_free_kv_blocks;
+  int64_t kv_capacity_tokens;
+  double kv_usage;
+  uint64_t weight_bytes;
+  uint64_t kv_cache_bytes;
+  int64_t num_generated_tokens;
+} photon_stats;
+
+/* Fills the fields of *out that fit in out->struct_size (set it to sizeof(photon_stats)). */
+PHOTON_C_API photon_status photon_get_stats(photon_engine* engine, photon_stats* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PHOTON_H */
