@@ -9,6 +9,10 @@
 
 namespace photon {
 
+/// Fills `batch` with the ragged batch of `output`: each scheduled request's new tokens, positions, KV slots and
+/// block table, and the logit rows it needs (every row of a prompt-logprobs chunk, else the last when sampling).
+void build_forward_batch(const SchedulerOutput& output, int32_t block_size, ForwardBatch& batch);
+
 class ModelRunner {
  public:
   ModelRunner(std::unique_ptr<Decoder> decoder, PagedKvCache kv_cache);
