@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "core/random.hpp"
 #include "engine/sampler.hpp"
 
 using namespace photon;
@@ -24,7 +25,7 @@ std::vector<int> histogram(const std::vector<float>& logits, const SamplingParam
   SamplerScratch scratch;
   std::vector<int> counts(logits.size());
   for (int i = 0; i < n; ++i) {
-    const int32_t t = sample_next_token(logits, p, prompt, output, random_uniform(99, static_cast<uint64_t>(i)), scratch);
+    const int32_t t = sample_next_token(logits, p, prompt, output, 99, static_cast<uint64_t>(i), scratch);
     counts[static_cast<size_t>(t)]++;
   }
   return counts;
@@ -100,36 +101,39 @@ TEST_CASE("repetition, presence and frequency penalties") {
   p.temperature = 0.0f;
   const std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.05f};
   SamplerScratch s;
-  CHECK(sample_next_token(logits, p, {}, {}, 0.5, s) == 0);
+  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 0);
   p.repetition_penalty = 2.0f;  // 2.0 -> 1.0 for token 0 (in the prompt)
   const std::vector<int32_t> prompt = {0, 0, 0};
-  CHECK(sample_next_token(logits, p, prompt, {}, 0.5, s) == 1);
+  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 1);
   // Negative logits are multiplied: token 2 (in the output) falls from -1.0 to -2.0, below token 3.
   const std::vector<float> negative = {-1.0f, -1.05f};
   const std::vector<int32_t> out0 = {0};
-  CHECK(sample_next_token(negative, p, {}, out0, 0.5, s) == 1);
+  CHECK(sample_next_token(negative, p, {}, out0, 1, 0, s) == 1);
   p.repetition_penalty = 1.0f;
   p.presence_penalty = 0.05f;
   const std::vector<int32_t> output = {0, 0};
-  CHECK(sample_next_token(logits, p, {}, output, 0.5, s) == 0);  // 2.0 - 0.05 > 1.9
+  CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 0);  // 2.0 - 0.05 > 1.9
   p.frequency_penalty = 0.04f;                                     // 2.0 - 0.05 - 2 * 0.04 < 1.9
-  CHECK(sample_next_token(logits, p, {}, output, 0.5, s) == 1);
+  CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 1);
   // The scratch counters are left zeroed for the next call.
   for (int32_t c : s.counts) CHECK(c == 0);
   // Prompt tokens do not count for presence/frequency.
-  CHECK(sample_next_token(logits, p, prompt, {}, 0.5, s) == 0);
+  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 0);
 }
 
-TEST_CASE("random streams depend only on (seed, index)") {
-  CHECK(random_uniform(1, 5) == random_uniform(1, 5));
-  CHECK(random_uniform(1, 5) != random_uniform(2, 5));
-  CHECK(random_uniform(1, 5) != random_uniform(1, 6));
-  double sum = 0;
-  for (uint64_t i = 0; i < 10000; ++i) {
-    const double u = random_uniform(7, i);
-    REQUIRE(u >= 0.0);
-    REQUIRE(u < 1.0);
+TEST_CASE("random streams depend only on (seed, index, lane)") {
+  CHECK(uniform01(1, 5, 3) == uniform01(1, 5, 3));
+  CHECK(uniform01(1, 5, 3) != uniform01(2, 5, 3));
+  CHECK(uniform01(1, 5, 3) != uniform01(1, 6, 3));
+  CHECK(uniform01(1, 5, 3) != uniform01(1, 5, 4));
+  double sum = 0, gsum = 0;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    const float u = uniform01(7, i / 100, i % 100);
+    REQUIRE(u > 0.0f);
+    REQUIRE(u < 1.0f);
     sum += u;
+    gsum += gumbel(7, i / 100, i % 100);
   }
-  CHECK(std::abs(sum / 10000 - 0.5) < 0.01);
+  CHECK(std::abs(sum / 20000 - 0.5) < 0.01);
+  CHECK(std::abs(gsum / 20000 - 0.5772) < 0.03);  // the Gumbel mean is the Euler-Mascheroni constant
 }

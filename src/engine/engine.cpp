@@ -387,7 +387,7 @@ Status Engine::Impl::step() {
     const auto out_index = static_cast<uint64_t>(r.num_output_tokens());
     sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
                                    all.subspan(static_cast<size_t>(r.num_prompt_tokens)),
-                                   random_uniform(r.seed, out_index), scratch);
+                                   r.seed, out_index, scratch);
     if (r.params.logprobs) pending[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
   }
   for (const auto& s : out.scheduled) {

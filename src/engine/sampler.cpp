@@ -1,18 +1,13 @@
 #include "engine/sampler.hpp"
 
+#include "core/random.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 namespace photon {
 namespace {
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
@@ -53,11 +48,6 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-double random_uniform(uint64_t seed, uint64_t index) {
-  const uint64_t bits = splitmix64(splitmix64(seed) ^ (index * 0xd1b54a32d192ed03ull));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
-
 TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) {
   const double max_logit = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;
@@ -86,7 +76,7 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) 
 }
 
 int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
-                          std::span<const int32_t> output, double uniform, SamplerScratch& s) {
+                          std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& s) {
   std::span<const float> logits = raw;
   if (has_penalties(p)) {
     s.logits.assign(raw.begin(), raw.end());
@@ -117,10 +107,10 @@ int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, s
   double max_logit = -INFINITY;
   for (size_t i = 0; i < n; ++i) max_logit = std::max<double>(max_logit, logits[static_cast<size_t>(ids[i])]);
   auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - max_logit) * inv_t); };
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += weight(ids[i]);
   if (p.top_p < 1.0f) {
     // Smallest prefix (in descending order) whose mass reaches top_p; always at least one token.
+    double total = 0.0;
+    for (size_t i = 0; i < n; ++i) total += weight(ids[i]);
     double mass = 0.0;
     size_t keep = 0;
     while (keep < n) {
@@ -128,29 +118,27 @@ int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, s
       if (mass >= p.top_p * total) break;
     }
     n = keep;
-    total = mass;
   }
-  const double min_weight = p.min_p > 0.0f ? static_cast<double>(p.min_p) : 0.0;  // relative to the best (weight 1)
-  if (min_weight > 0.0) {
-    double kept = 0.0;
-    size_t out = 0;
+  if (p.min_p > 0.0f) {  // weights are relative to the best candidate's (1)
+    size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (weight(ids[i]) >= min_weight) {
-        ids[out++] = ids[i];
-        kept += weight(ids[i]);
-      }
+      if (weight(ids[i]) >= p.min_p) ids[kept++] = ids[i];
     }
-    n = out;
-    total = kept;
+    n = kept;
   }
-  const double target = uniform * total;
-  double acc = 0.0;
+  // Gumbel-max over the surviving candidates: an exact draw from their renormalised distribution.
+  int32_t best = ids[0];
+  float best_value = -INFINITY;
   for (size_t i = 0; i < n; ++i) {
-    acc += weight(ids[i]);
-    if (acc > target) return ids[i];
+    const int32_t id = ids[i];
+    const float value = static_cast<float>((logits[static_cast<size_t>(id)] - max_logit) * inv_t) +
+                        gumbel(seed, index, static_cast<uint32_t>(id));
+    if (value > best_value || (value == best_value && id < best)) {
+      best_value = value;
+      best = id;
+    }
   }
-  // Rounding at the very end of the walk: return the last candidate.
-  return ids[n - 1];
+  return best;
 }
 
 }  // namespace photon
