@@ -77,11 +77,11 @@ typedef struct photon_engine_params {
   size_t struct_size;
   const char* model;            /* checkpoint folder or "dummy:NAME"; required */
   const char* load_format;      /* "auto" (default), "safetensors" or "dummy" */
-  const char* device;           /* "cpu" (default) */
+  const char* device;           /* "cpu" (default), "cuda" or "cuda:N" */
   const char* dtype;            /* dummy weights: "bf16" (default), "f16", "f32" */
   const char* kv_cache_dtype;   /* "auto" (default), "f32", "bf16" */
   uint64_t kv_cache_memory_bytes; /* 0: from memory_utilization */
-  double memory_utilization;    /* fraction of available memory; default 0.5 */
+  double memory_utilization;    /* fraction of the device's memory in all; 0 (default): 0.9 GPU, 0.5 CPU */
   int64_t num_kv_blocks;        /* > 0 overrides both budgets */
   int32_t block_size;           /* tokens per KV block; default 16 */
   int32_t max_num_seqs;         /* default 64 */

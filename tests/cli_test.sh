@@ -29,7 +29,7 @@ check "unknown flag" 2 "unknown option '--frob'" -- "$photon" generate --frob
 check "missing model" 2 "'--model' is required" -- "$photon" generate --prompt-ids 1
 check "bad max-tokens" 2 "'--max-tokens' needs an integer" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --max-tokens -3
 check "bad prompt ids" 2 "'--prompt-ids' needs comma-separated" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1,x
-check "bad device" 2 "'--device' must be cpu or cuda" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --device tpu
+check "bad device" 2 "'--device' must be cpu, cuda or cuda:N" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --device tpu
 check "unknown preset" 1 "unknown dummy model 'nope'" -- "$photon" generate --model dummy:nope --prompt-ids 1
 check "missing folder" 1 "config.json' not found" -- "$photon" generate --model /nonexistent --prompt-ids 1
 check "id out of vocab" 1 "outside the vocabulary" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1,999999

@@ -181,7 +181,7 @@ TEST_CASE("bad requests and configurations are errors that say what to change") 
   CHECK(engine->submit({1}, p).status().message().find("temperature") != std::string::npos);
   EngineConfig bad = c;
   bad.device = "tpu";
-  CHECK(Engine::create(bad).status().code() == StatusCode::kUnsupported);
+  CHECK(Engine::create(bad).status().code() == StatusCode::kInvalidArgument);
   bad = c;
   bad.model = "dummy:nope";
   CHECK(Engine::create(bad).status().message().find("unknown dummy model") != std::string::npos);

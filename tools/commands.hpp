@@ -5,5 +5,6 @@
 namespace photon::cli {
 
 int run_generate(int argc, char** argv);
+int run_bench(int argc, char** argv);
 
 }  // namespace photon::cli

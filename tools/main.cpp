@@ -17,7 +17,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"generate", "generate tokens for one prompt (greedy or sampled), with logprobs", photon::cli::run_generate},
+    {"generate", "generate from token-id prompts (one, or a JSON Lines batch), with logprobs", photon::cli::run_generate},
+    {"bench", "offline throughput and latency benchmark on random prompts", photon::cli::run_bench},
 };
 
 void print_help() {

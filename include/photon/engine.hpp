@@ -39,7 +39,7 @@ struct EngineConfig {
   std::string model;
   /// "auto", "safetensors" or "dummy" (random weights for a folder holding just config.json).
   std::string load_format = "auto";
-  /// "cpu" (the CUDA backend arrives with a later release).
+  /// "cpu", "cuda" (GPU 0) or "cuda:N".
   std::string device = "cpu";
   /// dtype of dummy weights: "bf16", "f16" or "f32".
   std::string dtype = "bf16";
@@ -47,9 +47,10 @@ struct EngineConfig {
   std::string kv_cache_dtype = "auto";
   /// Bytes for the KV cache; 0 chooses from `memory_utilization`.
   uint64_t kv_cache_memory_bytes = 0;
-  /// Fraction of the device's available memory the engine may use in all (weights, activations, KV cache) when
-  /// kv_cache_memory_bytes is 0. On the CPU "available" is MemAvailable from /proc/meminfo.
-  double memory_utilization = 0.5;
+  /// Fraction of the device's total memory the engine may use in all (weights, activations, KV cache) when
+  /// kv_cache_memory_bytes is 0; memory others already use counts against it. 0 chooses 0.9 on a GPU and 0.5 on
+  /// the CPU (where "free" is MemAvailable from /proc/meminfo).
+  double memory_utilization = 0.0;
   /// Exact number of KV blocks; overrides both budgets above when positive.
   int64_t num_kv_blocks = 0;
   /// Tokens per KV block.
@@ -76,6 +77,9 @@ enum class FinishReason : uint8_t {
   kCancelled,  ///< cancel() was called
   kError,      ///< the request failed; RequestEvent::error says why
 };
+
+/// Number of CUDA GPUs this process can use: 0 without a CUDA build, a driver or a GPU. Thread-safe.
+PHOTON_API int cuda_device_count();
 
 /// "stop", "length", "cancelled", "error" (or "" for kNone): the OpenAI spellings where they exist.
 PHOTON_API const char* finish_reason_name(FinishReason reason);
@@ -116,6 +120,7 @@ struct EngineStats {
   uint64_t weight_bytes = 0;            ///< model weights resident on the device
   uint64_t kv_cache_bytes = 0;
   uint64_t workspace_bytes = 0;         ///< activation buffers
+  uint64_t peak_device_bytes = 0;       ///< most device memory the engine's allocator held at once
   int64_t num_prompt_tokens = 0;        ///< computed so far (cache hits excluded)
   int64_t num_generated_tokens = 0;
 };
@@ -127,7 +132,8 @@ struct ModelInfo {
   int32_t max_model_len = 0;         ///< the engine's limit for prompt + output
   std::vector<int32_t> eos_token_ids;
   std::optional<int32_t> bos_token_id;
-  std::string device;                ///< e.g. "cpu"
+  std::string device;                ///< e.g. "cuda:0"
+  std::string device_description;    ///< e.g. "NVIDIA H200 (sm_90, 139.8 GiB)"
 };
 
 class PHOTON_API Engine {

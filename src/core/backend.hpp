@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "core/tensor.hpp"
 
@@ -39,11 +41,23 @@ struct KvCacheLayout {
   int64_t elements_per_block() const { return 2 * num_kv_heads * block_size * head_dim; }
 };
 
+/// One row of logits to turn into a token on the device (see Backend::sample). Layout shared with the GPU kernel.
+struct SampleRequest {
+  int32_t row = 0;            ///< row of the logits tensor
+  float temperature = 0.0f;   ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
+  float min_p = 0.0f;         ///< keep tokens with probability >= min_p * the top token's
+  int32_t reserved = 0;
+  uint64_t seed = 0;          ///< the request's random stream
+  uint64_t index = 0;         ///< which draw of that stream (the output position)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual Device device() const = 0;
+  /// Human-readable device, e.g. "NVIDIA H200 (sm_90, 139.8 GiB)" or "cpu (16 threads)".
+  virtual std::string description() const = 0;
   virtual Allocator& allocator() = 0;
   /// dtype of activations between operations (f32 on the CPU).
   virtual DType activation_dtype() const = 0;
@@ -51,6 +65,14 @@ class Backend {
   virtual void copy_to_device(const void* host, Tensor& dst, size_t bytes) = 0;
   virtual void copy_to_host(const Tensor& src, void* host, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  /// The first error an operation hit since the last call (operations themselves return nothing, so that the
+  /// forward pass stays a plain sequence of calls); clears it. Asynchronous failures surface at the next sync.
+  virtual Status take_error() { return Status::ok(); }
+  /// Free and total bytes of the device's memory (for the CPU: MemAvailable and MemTotal of /proc/meminfo).
+  virtual Status memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
+  /// The dtype this backend keeps matmul weights in, given the checkpoint's (the CPU computes on any float dtype;
+  /// the GPU converts to bf16 at load).
+  virtual DType weight_dtype(DType stored) const { return stored; }
 
   /// out[t, :] = table[ids[t], :].  ids i32 [T]; table [vocab, hidden]; out [T, hidden].
   virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
@@ -75,6 +97,10 @@ class Backend {
   /// h / (heads / kv_heads)); out [T, heads * head_dim]. `scale` multiplies q.k (usually 1/sqrt(head_dim)).
   virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,
                          const AttentionBatch& batch, float scale, Tensor& out) = 0;
+
+  /// Chooses one token per request from f32 logits [rows, vocab] on the device and returns the ids on the host
+  /// (`out_ids` has requests.size() entries). Waits for the result. Draws match the host sampler's.
+  virtual Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) = 0;
 };
 
 }  // namespace photon

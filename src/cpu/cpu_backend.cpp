@@ -1,8 +1,13 @@
 #include "cpu/cpu_backend.hpp"
 
+#include <omp.h>
+
 #include <cassert>
 #include <cstring>
+#include <fstream>
+#include <string>
 
+#include "core/random.hpp"
 #include "cpu/kernels.hpp"
 
 namespace photon {
@@ -17,11 +22,25 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(Allocator& allocator) : allocator_(allocator) {}
 
   Device device() const override { return Device::cpu(); }
+  std::string description() const override { return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)"; }
   Allocator& allocator() override { return allocator_; }
   DType activation_dtype() const override { return DType::kF32; }
   void copy_to_device(const void* host, Tensor& dst, size_t bytes) override { std::memcpy(dst.raw(), host, bytes); }
   void copy_to_host(const Tensor& src, void* host, size_t bytes) override { std::memcpy(host, src.raw(), bytes); }
   void synchronize() override {}
+  Status memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    // MemAvailable counts reclaimable page cache, so memory-mapped weights still count as available.
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    uint64_t kib = 0;
+    *free_bytes = *total_bytes = 0;
+    while (in >> key >> kib >> unit) {
+      if (key == "MemTotal:") *total_bytes = kib * 1024;
+      if (key == "MemAvailable:") *free_bytes = kib * 1024;
+    }
+    if (*total_bytes == 0) return Status(StatusCode::kUnsupported, "cannot read /proc/meminfo; set the KV cache size");
+    return Status::ok();
+  }
 
   void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
     cpu::embed(ids.data<int32_t>(), ids.numel(), table.raw(), table.dtype(), table.size(1), out.data<float>());
@@ -71,6 +90,16 @@ class CpuBackend final : public Backend {
                          batch.query_start.data<int32_t>(), batch.seq_lens.data<int32_t>(),
                          batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs,
                          scale, out.data<float>());
+  }
+
+  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {
+    const int64_t vocab = logits.size(1);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const SampleRequest& r = requests[i];
+      const float* row = logits.data<float>() + static_cast<int64_t>(r.row) * vocab;
+      out_ids[i] = cpu::sample_row(row, vocab, r.temperature, r.min_p, r.seed, r.index);
+    }
+    return Status::ok();
   }
 
  private:

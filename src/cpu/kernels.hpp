@@ -58,4 +58,8 @@ void paged_attention(const float* q, int64_t heads, const KvView& kv, const int3
                      const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
                      int32_t num_seqs, float scale, float* out);
 
+/// Argmax of row (temperature 0; lowest id on ties), else the Gumbel-max draw keyed by (seed, index) among tokens
+/// whose probability is at least min_p times the top one's. The same function as the GPU's sample kernel.
+int32_t sample_row(const float* row, int64_t vocab, float temperature, float min_p, uint64_t seed, uint64_t index);
+
 }  // namespace photon::cpu

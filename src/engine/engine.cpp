@@ -14,6 +14,10 @@
 
 #include "core/logging.hpp"
 #include "cpu/cpu_backend.hpp"
+#if defined(PHOTON_WITH_CUDA)
+#include "cuda/cuda_allocator.hpp"
+#include "cuda/cuda_backend.hpp"
+#endif
 #include "engine/model_runner.hpp"
 #include "engine/sampler.hpp"
 #include "models/model_loader.hpp"
@@ -24,20 +28,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
-uint64_t host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-Result<DType> parse_kv_dtype(const std::string& name) {
-  if (name == "auto") return DType::kF32;
+Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
+  if (name == "auto") return backend.activation_dtype();
   const auto d = parse_dtype(name);
   if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
     return Status(StatusCode::kInvalidArgument, fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
@@ -45,9 +37,46 @@ Result<DType> parse_kv_dtype(const std::string& name) {
   return *d;
 }
 
+// "cpu", "cuda" or "cuda:N".
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend(default_cpu_allocator());
+  if (device == "cuda" || device.starts_with("cuda:")) {
+#if defined(PHOTON_WITH_CUDA)
+    int index = 0;
+    if (device.size() > 5) {
+      const std::string n = device.substr(5);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4) {
+        return Status(StatusCode::kInvalidArgument, fmt::format("device '{}' is not cuda:N", device));
+      }
+      index = std::stoi(n);
+    }
+    return make_cuda_backend(index);
+#else
+    return Status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
+                                            "CUDA toolkit); use device \"cpu\"");
+#endif
+  }
+  return Status(StatusCode::kInvalidArgument, fmt::format("device must be cpu, cuda or cuda:N, not '{}'", device));
+}
+
 uint64_t mix_seed(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull); }
 
+// Requests the device sampler can serve completely; the rest (top-k, top-p, penalties, logprobs) sample on the
+// host from a copy of their row. Both draw the same way, so the choice never changes a token.
+bool samples_on_device(const SamplingParams& p) {
+  return p.top_k <= 0 && p.top_p >= 1.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && !p.logprobs;
+}
+
 }  // namespace
+
+int cuda_device_count() {
+#if defined(PHOTON_WITH_CUDA)
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
@@ -70,6 +99,10 @@ struct Engine::Impl {
   std::unique_ptr<Scheduler> scheduler;
   SamplerScratch scratch;
   std::vector<int32_t> sampled;
+  std::vector<float> host_logits_buffer;
+  std::vector<SampleRequest> device_samples;
+  std::vector<size_t> device_sample_owner;
+  std::vector<int32_t> device_sample_ids;
   int64_t num_steps = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
@@ -108,18 +141,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   std::unique_ptr<Engine> engine(new Engine());
   Impl& m = *engine->impl_;
   m.config = config;
-  if (config.device != "cpu") {
-    return Status(StatusCode::kUnsupported,
-                  fmt::format("device '{}' is not available in this build; use device \"cpu\"", config.device));
-  }
   if (config.block_size < 1 || config.block_size > 1024) {
     return Status(StatusCode::kInvalidArgument, "block_size must be from 1 to 1024");
   }
   if (config.max_num_seqs < 1 || config.max_num_batched_tokens < 1) {
     return Status(StatusCode::kInvalidArgument, "max_num_seqs and max_num_batched_tokens must be positive");
   }
-  if (!(config.memory_utilization > 0.0 && config.memory_utilization <= 1.0)) {
-    return Status(StatusCode::kInvalidArgument, "memory_utilization must be in (0, 1]");
+  if (!(config.memory_utilization >= 0.0 && config.memory_utilization <= 1.0)) {
+    return Status(StatusCode::kInvalidArgument, "memory_utilization must be in (0, 1] (or 0 for the default)");
   }
   ModelSource source;
   source.model = config.model;
@@ -135,9 +164,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   }
   source.dummy_dtype = *dtype;
   source.seed = config.seed;
-  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype));
 
-  m.backend = make_cpu_backend(default_cpu_allocator());
+  PHOTON_ASSIGN_OR_RETURN(m.backend, make_backend(config.device));
+  const bool on_gpu = m.backend->device().kind == DeviceKind::kCuda;
+  const double utilization = config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
+  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype, *m.backend));
+  if (on_gpu && kv_dtype != DType::kBF16) {
+    return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
+  }
   PHOTON_ASSIGN_OR_RETURN(LoadedModel model, load_model(source, *m.backend, config.load_progress));
   const ModelConfig mc = model.config;
   m.weight_bytes = model.weights.bytes;
@@ -172,9 +206,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     uint64_t budget = config.kv_cache_memory_bytes;
     budget_hint = "raise the KV cache memory";
     if (budget == 0) {
-      const auto available = static_cast<double>(host_available_bytes());
-      budget = static_cast<uint64_t>(std::max(0.0, available * config.memory_utilization));
-      budget_hint = "raise memory_utilization";
+      // The engine may use `utilization` of the device in all; weights and activations already took their part.
+      size_t free_bytes = 0, total_bytes = 0;
+      PHOTON_RETURN_IF_ERROR(m.backend->memory_info(&free_bytes, &total_bytes));
+      const double allowed = utilization * static_cast<double>(total_bytes);
+      const auto used = static_cast<double>(total_bytes - free_bytes);
+      budget = static_cast<uint64_t>(std::max(0.0, allowed - used));
+      budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)",
+                                utilization, used / 1e9, static_cast<double>(total_bytes) / 1e9);
     }
     num_blocks = static_cast<int64_t>(budget / per_block);
     num_blocks = std::min<int64_t>(num_blocks, static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
@@ -207,6 +246,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   m.info.eos_token_ids = mc.eos_token_ids;
   m.info.bos_token_id = mc.bos_token_id;
   m.info.device = m.backend->device().to_string();
+  m.info.device_description = m.backend->description();
   m.refresh_stats();
   log::info("engine ready: {} on {}, {:.2f} GB weights, KV cache {} blocks x {} tokens ({:.2f} GB)",
             mc.architecture_name, m.info.device, static_cast<double>(m.weight_bytes) / 1e9, num_blocks,
@@ -358,7 +398,15 @@ Status Engine::Impl::step() {
     return logits.status();
   }
   const auto vocab = static_cast<size_t>(info.vocab_size);
-  const float* rows = logits->data<float>();
+  const bool host_logits = backend->device() == Device::cpu();
+  // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).
+  auto host_rows = [&](int32_t first, int32_t count) -> const float* {
+    if (host_logits) return logits->data<float>() + static_cast<size_t>(first) * vocab;
+    host_logits_buffer.resize(static_cast<size_t>(count) * vocab);
+    backend->copy_to_host(logits->slice_rows(first, first + count), host_logits_buffer.data(),
+                          host_logits_buffer.size() * sizeof(float));
+    return host_logits_buffer.data();
+  };
   sampled.assign(out.scheduled.size(), -1);
   struct Pending {
     std::vector<TokenLogprob> prompt_logprobs;
@@ -366,29 +414,56 @@ Status Engine::Impl::step() {
     std::vector<TokenLogprob> logprobs;
   };
   std::vector<Pending> pending(out.scheduled.size());
+  device_samples.clear();
+  device_sample_owner.clear();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
     Request& r = *s.request;
     if (r.wants_prompt_logprobs()) {  // the scheduler gave every row of the chunk
       // Prompt logprobs: row j sits at position num_computed + j and predicts the token after it.
       pending[i].prompt_begin = r.next_prompt_logprob;
+      const float* chunk = host_rows(s.logits_begin, s.num_logits);
       for (int32_t j = 0; j < s.num_logits; ++j) {
         const int32_t target = r.num_computed_tokens + j + 1;
         if (target < r.next_prompt_logprob || target >= r.num_prompt_tokens) continue;
-        const float* row = rows + static_cast<size_t>(s.logits_begin + j) * vocab;
-        pending[i].prompt_logprobs.push_back(
-            token_logprob({row, vocab}, r.tokens[static_cast<size_t>(target)], *r.params.prompt_logprobs));
+        pending[i].prompt_logprobs.push_back(token_logprob({chunk + static_cast<size_t>(j) * vocab, vocab},
+                                                           r.tokens[static_cast<size_t>(target)],
+                                                           *r.params.prompt_logprobs));
         r.next_prompt_logprob = target + 1;
       }
     }
     if (!s.sample) continue;
-    const float* row = rows + static_cast<size_t>(s.logits_begin + s.num_logits - 1) * vocab;
-    const std::span<const int32_t> all(r.tokens);
+    const int32_t row_index = s.logits_begin + s.num_logits - 1;
     const auto out_index = static_cast<uint64_t>(r.num_output_tokens());
+    if (samples_on_device(r.params)) {
+      // Greedy, temperature and min-p: decided on the device; only the id comes back.
+      SampleRequest d;
+      d.row = row_index;
+      d.temperature = r.params.temperature;
+      d.min_p = r.params.min_p;
+      d.seed = r.seed;
+      d.index = out_index;
+      device_samples.push_back(d);
+      device_sample_owner.push_back(i);
+      continue;
+    }
+    const float* row = host_rows(row_index, 1);
+    const std::span<const int32_t> all(r.tokens);
     sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)),
-                                   r.seed, out_index, scratch);
+                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed, out_index, scratch);
     if (r.params.logprobs) pending[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
+  }
+  if (!device_samples.empty()) {
+    device_sample_ids.resize(device_samples.size());
+    if (Status st = backend->sample(*logits, device_samples, device_sample_ids); !st) {
+      for (const auto& sr : out.scheduled) {
+        if (scheduler->finish_request(sr.request->id, FinishReason::kError)) emit(*sr.request, {}, {}, {}, 1, st.message());
+      }
+      scheduler->remove_finished();
+      refresh_stats();
+      return st;
+    }
+    for (size_t k = 0; k < device_samples.size(); ++k) sampled[device_sample_owner[k]] = device_sample_ids[k];
   }
   for (const auto& s : out.scheduled) {
     const Request& r = *s.request;
@@ -432,6 +507,7 @@ void Engine::Impl::refresh_stats() {
   e.weight_bytes = weight_bytes;
   e.kv_cache_bytes = runner->kv_cache().bytes();
   e.workspace_bytes = runner->decoder().workspace_bytes();
+  e.peak_device_bytes = backend->allocator().peak_bytes();
   e.num_prompt_tokens = num_prompt_tokens;
   e.num_generated_tokens = num_generated_tokens;
   std::lock_guard lock(mu);

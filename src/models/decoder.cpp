@@ -253,6 +253,7 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
     backend_.gather_rows(hidden, logits_indices_.slice_rows(0, n_logits), last);
     backend_.linear(last, weights_.lm_head, logits);
   }
+  PHOTON_RETURN_IF_ERROR(backend_.take_error());
   return logits;
 }
 

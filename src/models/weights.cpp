@@ -136,7 +136,8 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
       return Status(StatusCode::kUnsupported, fmt::format("tensor '{}' is {}; weights must be f32, f16 or bf16",
                                                           s.name, dtype_name(host.dtype())));
     }
-    PHOTON_ASSIGN_OR_RETURN(*s.slot, place(host, s.is_norm ? DType::kF32 : host.dtype(), backend));
+    PHOTON_ASSIGN_OR_RETURN(*s.slot,
+                            place(host, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend));
     w.bytes += s.slot->nbytes();
     done += e->end - e->begin;
     if (progress) progress(done, total);
@@ -151,6 +152,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
     return Status(StatusCode::kInvalidArgument, fmt::format("dummy weights must be f32, f16 or bf16, not {}",
                                                             dtype_name(dtype)));
   }
+  dtype = backend.weight_dtype(dtype);
   ModelWeights w;
   const auto specs = weight_specs(config, w);
   uint64_t total = 0;

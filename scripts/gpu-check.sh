@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One command for the GPU machine: build with CUDA on all cores, run every test (CUDA ones included), run
+# compute-sanitizer memcheck over the CUDA tests, measure the HBM roofline and run the standard benchmark set.
+# Writes OUTDIR/summary.md, OUTDIR/results.jsonl and the logs. Usage: scripts/gpu-check.sh OUTDIR [BENCH_FILTER]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-check.sh OUTDIR}
+filter=${2:-}
+mkdir -p "$out"
+build=build-gpu
+results="$out/results.jsonl"
+: >"$results"
+summary="$out/summary.md"
+status=0
+note() { echo "$*" | tee -a "$summary"; }
+: >"$summary"
+note "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$summary"
+
+t0=$(date +%s)
+if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
+       cmake --build "$build" --parallel "$(nproc)"; } >"$out/build.log" 2>&1; then
+  note "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
+fi
+note "build: $(( $(date +%s) - t0 )) s"
+
+if [ -z "$filter" ]; then
+  t0=$(date +%s)
+  if ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
+    note "ctest: $(tail -3 "$out/ctest.log" | grep -m1 'tests passed') ($(( $(date +%s) - t0 )) s)"
+  else
+    status=1; note "ctest FAILED:"; grep -E "Failed|FAILED|\*\*\*" "$out/ctest.log" | head -20 | tee -a "$summary"
+    grep -B2 -A12 "FAILED:" "$out/ctest.log" | head -80
+  fi
+  "$build/bin/photon_tests" "[cuda]" 2>&1 | grep -E "mean .delta|greedy prefix" | tee -a "$summary"
+  t0=$(date +%s)
+  if command -v compute-sanitizer >/dev/null; then
+    if compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/photon_tests" "[cuda]" >"$out/memcheck.log" 2>&1; then
+      note "memcheck: clean ($(( $(date +%s) - t0 )) s)"
+    else
+      status=1; note "memcheck FAILED:"; grep -m20 -E "Invalid|ERROR|error" "$out/memcheck.log" | tee -a "$summary"
+    fi
+  else
+    note "memcheck: compute-sanitizer not found"
+  fi
+fi
+
+"$build/bin/photon_hbm_bandwidth" | tee -a "$results"
+hbm=$(tail -1 "$results" | python3 -c "import json,sys; print(json.load(sys.stdin)['hbm_copy_gb_per_s'])" 2>/dev/null || echo 0)
+note "HBM copy bandwidth (read + write): $hbm GB/s"
+
+bench() {  # bench NAME TIMEOUT_S ARGS...
+  local name=$1 limit=$2
+  shift 2
+  [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
+  local line
+  if line=$(timeout "$limit" "$build/bin/photon" bench --device cuda --json "$@" 2>"$out/bench-$name.err" | tail -1) &&
+     [ -n "$line" ]; then
+    echo "{\"name\":\"$name\",\"args\":\"$*\",\"result\":$line}" >>"$results"
+    python3 - "$name" "$line" "$hbm" <<'PY' | tee -a "$summary"
+import json, sys
+name, r, hbm = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
+roof = ""
+if r["num_prompts"] == 1 and hbm > 0:
+    # Batch-1 decode reads every weight byte per token: the roofline is bandwidth / weight bytes.
+    cap = hbm * 1e9 / r["weight_bytes"]
+    roof = f", roofline {cap:.0f} tok/s ({100 * r['output_tok_per_s'] / cap:.0f}%)"
+print(f"- {name}: {r['output_tok_per_s']:.1f} out tok/s, {r['total_tok_per_s']:.1f} total tok/s, "
+      f"TTFT p50/p90/p99 {r['ttft_ms']['p50']:.1f}/{r['ttft_ms']['p90']:.1f}/{r['ttft_ms']['p99']:.1f} ms, "
+      f"TPOT p50 {r['tpot_ms']['p50'] if r['tpot_ms']['p50'] is not None else float('nan'):.2f} ms{roof}")
+PY
+  else
+    status=1; note "- $name: FAILED or timed out ($limit s): $(tail -2 "$out/bench-$name.err" | tr '\n' ' ')"
+  fi
+}
+bench llama1b-b1 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256
+bench qwen06b-b1 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 256
+bench llama8b-b1 180 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256
+bench llama1b-1024x128 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128
+bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128
+exit $status

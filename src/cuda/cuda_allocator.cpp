@@ -1,0 +1,62 @@
+#include "cuda/cuda_allocator.hpp"
+
+#include <fmt/format.h>
+
+#include "cuda/cuda_check.hpp"
+
+namespace photon::cuda {
+
+Result<void*> CudaAllocator::allocate(size_t bytes) {
+  const size_t now = in_use_.fetch_add(bytes) + bytes;
+  if (now > limit_.load()) {
+    in_use_.fetch_sub(bytes);
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("device allocation of {} bytes exceeds the budget of {} bytes ({} in use); lower the "
+                              "KV cache or batch sizes, or raise memory_utilization",
+                              bytes, limit_.load(), now - bytes));
+  }
+  void* p = nullptr;
+  PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const cudaError_t err = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+  if (err != cudaSuccess) {
+    in_use_.fetch_sub(bytes);
+    (void)cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("cudaMalloc of {} bytes failed ({}); lower the KV cache or batch sizes",
+                              bytes, cudaGetErrorString(err)));
+  }
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+
+void CudaAllocator::deallocate(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  cudaFree(ptr);
+  in_use_.fetch_sub(bytes);
+}
+
+Status device_memory(int device, size_t* free_bytes, size_t* total_bytes) {
+  PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  PHOTON_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(free_bytes, total_bytes));
+  return Status::ok();
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return fmt::format("cuda:{}", device);
+  return fmt::format("{} (sm_{}{}, {:.1f} GiB)", prop.name, prop.major, prop.minor,
+                     static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+}  // namespace photon::cuda

@@ -1,0 +1,35 @@
+// Device memory from cudaMalloc, with a byte budget and use/peak accounting. The engine takes all of its memory at
+// start (weights, activations, KV cache), so steady-state steps never reach this allocator.
+#pragma once
+
+#include <atomic>
+
+#include "core/device.hpp"
+
+namespace photon::cuda {
+
+class CudaAllocator final : public Allocator {
+ public:
+  explicit CudaAllocator(int device, size_t limit_bytes = ~size_t{0}) : device_(device), limit_(limit_bytes) {}
+  Result<void*> allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  Device device() const override { return Device::cuda(device_); }
+  size_t bytes_in_use() const override { return in_use_.load(); }
+  size_t peak_bytes() const override { return peak_.load(); }
+  void set_limit(size_t limit_bytes) { limit_.store(limit_bytes); }
+
+ private:
+  int device_;
+  std::atomic<size_t> limit_;
+  std::atomic<size_t> in_use_{0};
+  std::atomic<size_t> peak_{0};
+};
+
+/// Free and total bytes of device memory (cudaMemGetInfo).
+Status device_memory(int device, size_t* free_bytes, size_t* total_bytes);
+/// Number of CUDA devices usable by this process (0 when there is no driver or GPU).
+int device_count();
+/// "NVIDIA H200 (sm_90, 139.8 GiB)".
+std::string device_name(int device);
+
+}  // namespace photon::cuda

@@ -1,0 +1,232 @@
+#include "cuda/cuda_backend.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/logging.hpp"
+#include "cuda/cuda_allocator.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernels.cuh"
+
+namespace photon {
+namespace {
+
+static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
+
+constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
+uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
+int to_int(int64_t v) { return static_cast<int>(v); }
+
+// A cuBLASLt matmul plan for one shape, created once and reused.
+struct GemmPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~GemmPlan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, size_t limit) : device_(device), allocator_(device, limit) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    plans_.clear();
+    if (lt_) cublasLtDestroy(lt_);
+    allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
+    allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
+    allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status init() {
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
+    PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
+    return Status::ok();
+  }
+
+  Device device() const override { return Device::cuda(device_); }
+  std::string description() const override { return cuda::device_name(device_); }
+  Allocator& allocator() override { return allocator_; }
+  DType activation_dtype() const override { return DType::kBF16; }
+  DType weight_dtype(DType) const override { return DType::kBF16; }
+
+  void copy_to_device(const void* host, Tensor& dst, size_t bytes) override {
+    record(cuda::cuda_status(cudaMemcpyAsync(dst.raw(), host, bytes, cudaMemcpyHostToDevice, stream_),
+                             "cudaMemcpyAsync(H2D)", __FILE__, __LINE__));
+  }
+  void copy_to_host(const Tensor& src, void* host, size_t bytes) override {
+    record(cuda::cuda_status(cudaMemcpyAsync(host, src.raw(), bytes, cudaMemcpyDeviceToHost, stream_),
+                             "cudaMemcpyAsync(D2H)", __FILE__, __LINE__));
+    synchronize();
+  }
+  void synchronize() override {
+    record(cuda::cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", __FILE__, __LINE__));
+  }
+  Status memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return cuda::device_memory(device_, free_bytes, total_bytes);
+  }
+  Status take_error() override {
+    record(cuda::cuda_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__));
+    Status s = std::move(error_);
+    error_ = Status::ok();
+    return s;
+  }
+
+  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    cuda::embed(ids.data<int32_t>(), to_int(ids.numel()), bf16(table), to_int(table.size(1)), bf16_mut(out), stream_);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    cuda::rms_norm(bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps, bf16_mut(out), stream_);
+  }
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    cuda::add_rms_norm(bf16_mut(residual), bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps,
+                       bf16_mut(out), stream_);
+  }
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    cuda::silu_mul(bf16(gate), bf16(up), gate.numel(), bf16_mut(out), stream_);
+  }
+  void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
+    cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
+                      stream_);
+  }
+  void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) override {
+    cuda::rope_cos_sin(positions.data<int32_t>(), to_int(positions.numel()), inv_freq.data<float>(),
+                       to_int(inv_freq.numel()), cos.data<float>(), sin.data<float>(), stream_);
+  }
+  void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
+                            const Tensor& slots, const KvCacheLayout& layout, Tensor& kv_cache) override {
+    const int hd = to_int(layout.head_dim);
+    cuda::rope_cache_write(bf16_mut(q), bf16_mut(k), bf16(v), cos.data<float>(), sin.data<float>(),
+                           slots.data<int32_t>(), to_int(q.size(0)), to_int(q.size(1)) / hd, to_int(k.size(1)) / hd,
+                           hd, bf16_mut(kv_cache), to_int(layout.block_size), stream_);
+  }
+  void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
+                 float scale, Tensor& out) override {
+    const int hd = to_int(layout.head_dim);
+    cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
+                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(), b.num_seqs, b.num_tokens,
+                          to_int(q.size(1)) / hd, to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale,
+                          bf16_mut(out), stream_);
+  }
+
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
+    record(gemm(x, w, out));
+  }
+
+  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {
+    const size_t n = requests.size();
+    if (n == 0) return Status::ok();
+    if (n > sample_capacity_) {  // grows rarely: the first steps of a bigger batch than seen before
+      allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
+      allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
+      sample_args_ = sample_ids_ = nullptr;
+      sample_capacity_ = 0;
+      PHOTON_ASSIGN_OR_RETURN(sample_args_, allocator_.allocate(n * 2 * sizeof(SampleRequest)));
+      PHOTON_ASSIGN_OR_RETURN(sample_ids_, allocator_.allocate(n * 2 * sizeof(int32_t)));
+      sample_capacity_ = n * 2;
+    }
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_args_, requests.data(), n * sizeof(SampleRequest),
+                                                cudaMemcpyHostToDevice, stream_));
+    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)),
+                      static_cast<const cuda::SampleArgs*>(sample_args_), static_cast<int>(n),
+                      static_cast<int32_t*>(sample_ids_), stream_);
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out_ids.data(), sample_ids_, n * sizeof(int32_t),
+                                                cudaMemcpyDeviceToHost, stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return take_error();
+  }
+
+ private:
+  void record(Status s) {
+    if (!s.is_ok() && error_.is_ok()) {
+      log::error("{}", s.message());
+      error_ = std::move(s);
+    }
+  }
+
+  // out[M, N] = x[M, K] * w[N, K]^T in column-major terms: out^T (N x M) = W (N x K, i.e. K x N transposed) * x^T.
+  Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
+    const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
+    if (m == 0) return Status::ok();
+    const cudaDataType_t out_type = out.dtype() == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    const auto key = std::make_tuple(m, n, k, ldx, static_cast<int>(out_type));
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      auto plan = std::make_unique<GemmPlan>();
+      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      PHOTON_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      PHOTON_CUBLAS_RETURN_IF_ERROR(
+          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));
+      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, ldx));
+      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, out_type, n, m, n));
+      cublasLtMatmulPreference_t pref = nullptr;
+      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+      size_t ws = kGemmWorkspaceBytes;
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                               pref, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+        return Status(StatusCode::kInternal,
+                      fmt::format("cuBLASLt has no algorithm for a {}x{}x{} bf16 matmul", m, n, k));
+      }
+      plan->algo = result.algo;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    const GemmPlan& p = *it->second;
+    const float alpha = 1.0f, beta = 0.0f;
+    PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt_, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.c,
+                                                 out.raw(), p.c, &p.algo, workspace_, kGemmWorkspaceBytes, stream_));
+    return Status::ok();
+  }
+
+  int device_;
+  cuda::CudaAllocator allocator_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
+  void* sample_args_ = nullptr;
+  void* sample_ids_ = nullptr;
+  size_t sample_capacity_ = 0;
+  Status error_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, size_t memory_limit_bytes) {
+  const int count = cuda::device_count();
+  if (count == 0) {
+    return Status(StatusCode::kUnsupported, "no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); "
+                                            "use device \"cpu\"");
+  }
+  if (device < 0 || device >= count) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("GPU {} does not exist; {} GPU(s) are visible", device,
+                                                            count));
+  }
+  auto backend = std::make_unique<CudaBackend>(device, memory_limit_bytes);
+  PHOTON_RETURN_IF_ERROR(backend->init());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace photon

@@ -1,0 +1,42 @@
+// Launchers of the CUDA kernels, callable from host C++ (no CUDA types beyond cudaStream_t). Activations and the KV
+// cache are bf16, passed as uint16_t bit patterns; accumulation is f32. All launches are asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace photon::cuda {
+
+void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int hidden, uint16_t* out, cudaStream_t s);
+void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s);
+void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out,
+                  cudaStream_t s);
+void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t s);
+void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s);
+void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_freq, int half, float* cos, float* sin,
+                  cudaStream_t s);
+/// Rotates q [T, heads * hd] and k [T, kv_heads * hd] in place, then writes k and v to the paged cache
+/// [blocks][2][kv_heads][block_size][hd] at `slots` (negative slots are skipped).
+void rope_cache_write(uint16_t* q, uint16_t* k, const uint16_t* v, const float* cos, const float* sin,
+                      const int32_t* slots, int num_tokens, int heads, int kv_heads, int head_dim, uint16_t* cache,
+                      int block_size, cudaStream_t s);
+/// Causal GQA attention over the paged cache; arguments as in photon::AttentionBatch.
+void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                     const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int num_tokens,
+                     int heads, int kv_heads, int head_dim, int block_size, float scale, uint16_t* out,
+                     cudaStream_t s);
+
+/// One row to sample: Gumbel-max over logits[row] / temperature (argmax when temperature is 0), among tokens whose
+/// probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.
+struct SampleArgs {
+  int32_t row;
+  float temperature;
+  float min_p;
+  int32_t pad;
+  uint64_t seed;
+  uint64_t index;
+};
+void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
+
+}  // namespace photon::cuda

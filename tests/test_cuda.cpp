@@ -1,0 +1,317 @@
+// CPU-vs-CUDA parity of every backend operation on fresh random inputs (odd sizes), and the CUDA engine against
+// transformers' float32 reference. Skipped, with a message, where no GPU is visible.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <nlohmann/json.hpp>
+#include <photon/engine.hpp>
+
+#include "core/mapped_file.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/kernels.hpp"
+#include "cuda/cuda_allocator.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "engine/sampler.hpp"
+
+using namespace photon;
+
+namespace {
+
+struct Backends {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(default_cpu_allocator());
+  std::unique_ptr<Backend> gpu;
+};
+
+// Both backends, or a skip when there is no GPU.
+#define REQUIRE_GPU(b)                                                      \
+  Backends b;                                                               \
+  if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped"); \
+  b.gpu = std::move(make_cuda_backend(0).value())
+
+std::vector<float> random_vec(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = bf16_to_f32(f32_to_bf16(d(rng)));  // exactly representable in bf16
+  return v;
+}
+
+Tensor cpu_tensor(const std::vector<float>& v, std::initializer_list<int64_t> shape) {
+  Tensor t = Tensor::empty(shape, DType::kF32, default_cpu_allocator()).value();
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+Tensor gpu_tensor(Backend& gpu, const std::vector<float>& v, std::initializer_list<int64_t> shape, DType dtype) {
+  Tensor t = Tensor::empty(shape, dtype, gpu.allocator()).value();
+  if (dtype == DType::kF32) {
+    gpu.copy_to_device(v.data(), t, v.size() * 4);
+  } else {
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+    gpu.copy_to_device(bits.data(), t, bits.size() * 2);
+  }
+  return t;
+}
+
+template <typename T>
+Tensor gpu_ints(Backend& gpu, const std::vector<T>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::kI32, gpu.allocator()).value();
+  gpu.copy_to_device(v.data(), t, v.size() * sizeof(T));
+  return t;
+}
+
+std::vector<float> read_back(Backend& gpu, const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::kF32) {
+    gpu.copy_to_host(t, out.data(), out.size() * 4);
+  } else {
+    std::vector<uint16_t> bits(out.size());
+    gpu.copy_to_host(t, bits.data(), bits.size() * 2);
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_f32(bits[i]);
+  }
+  return out;
+}
+
+// Largest |a - b| / (atol + rtol |b|).
+double violation(const std::vector<float>& a, const std::vector<float>& b, double atol, double rtol) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (atol + rtol * std::abs(b[i])));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(1);
+  for (auto [m, k, n] : {std::tuple{1, 64, 200}, {3, 128, 77}, {17, 96, 1000}, {130, 256, 64}}) {
+    const auto x = random_vec(static_cast<size_t>(m * k), rng);
+    const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
+    Tensor cx = cpu_tensor(x, {m, k}), cw = cpu_tensor(w, {n, k});
+    Tensor cout = Tensor::empty({m, n}, DType::kF32, default_cpu_allocator()).value();
+    b.cpu->linear(cx, cw, cout);
+    for (DType out_dtype : {DType::kBF16, DType::kF32}) {
+      Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
+      Tensor gout = Tensor::empty({m, n}, out_dtype, b.gpu->allocator()).value();
+      b.gpu->linear(gx, gw, gout);
+      REQUIRE(b.gpu->take_error().is_ok());
+      INFO("m=" << m << " k=" << k << " n=" << n << " out=" << dtype_name(out_dtype));
+      const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
+      CHECK(violation(read_back(*b.gpu, gout), ref, 1e-2, out_dtype == DType::kF32 ? 1e-3 : 1e-2) <= 1.0);
+    }
+  }
+}
+
+TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(2);
+  const int rows = 5, dim = 200;
+  const auto x = random_vec(rows * dim, rng), r0 = random_vec(rows * dim, rng);
+  std::vector<float> w = random_vec(dim, rng);
+  for (auto& v : w) v = 1.0f + 0.1f * v;
+  Tensor gw = gpu_tensor(*b.gpu, w, {dim}, DType::kF32), cw = cpu_tensor(w, {dim});
+
+  Tensor cx = cpu_tensor(x, {rows, dim}), cout = cpu_tensor(x, {rows, dim});
+  b.cpu->rms_norm(cx, cw, 1e-6f, cout);
+  Tensor gx = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kBF16);
+  Tensor gout = Tensor::empty({rows, dim}, DType::kBF16, b.gpu->allocator()).value();
+  b.gpu->rms_norm(gx, gw, 1e-6f, gout);
+  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 1e-2, 1e-2) <= 1);
+
+  // add_rms_norm: the GPU rounds the residual to bf16 as transformers does; compare against that.
+  std::vector<float> rounded(r0.size());
+  for (size_t i = 0; i < r0.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(r0[i] + x[i]));
+  Tensor cres = cpu_tensor(r0, {rows, dim});
+  b.cpu->add_rms_norm(cres, cx, cw, 1e-6f, cout);
+  Tensor gres = gpu_tensor(*b.gpu, r0, {rows, dim}, DType::kBF16);
+  b.gpu->add_rms_norm(gres, gx, gw, 1e-6f, gout);
+  CHECK(violation(read_back(*b.gpu, gres), rounded, 1e-6, 1e-6) <= 1);
+  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 2e-2, 2e-2) <= 1);
+
+  const auto up = random_vec(rows * dim, rng);
+  Tensor cup = cpu_tensor(up, {rows, dim});
+  b.cpu->silu_mul(cx, cup, cout);
+  Tensor gup = gpu_tensor(*b.gpu, up, {rows, dim}, DType::kBF16);
+  b.gpu->silu_mul(gx, gup, gout);
+  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 1e-2, 1e-2) <= 1);
+
+  const std::vector<int32_t> ids = {4, 0, 4, 2};
+  Tensor gids = gpu_ints(*b.gpu, ids);
+  Tensor gemb = Tensor::empty({4, dim}, DType::kBF16, b.gpu->allocator()).value();
+  b.gpu->embed(gids, gx, gemb);
+  const auto emb = read_back(*b.gpu, gemb);
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < dim; ++i) REQUIRE(emb[t * dim + i] == x[ids[t] * dim + i]);
+  Tensor ggath = Tensor::empty({2, dim}, DType::kBF16, b.gpu->allocator()).value();
+  b.gpu->gather_rows(gx, gpu_ints(*b.gpu, std::vector<int32_t>{3, 1}), ggath);
+  const auto gath = read_back(*b.gpu, ggath);
+  for (int i = 0; i < dim; ++i) REQUIRE(gath[dim + i] == x[dim + i]);
+  REQUIRE(b.gpu->take_error().is_ok());
+}
+
+TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
+  REQUIRE_GPU(b);
+  for (int hd : {16, 24, 64, 128, 256}) {
+    std::mt19937 rng(static_cast<unsigned>(hd));
+    const int heads = 4, kv_heads = 2, bs = 4, num_blocks = 40;
+    // Three sequences: a prompt, a chunk after cached context, and one decode token; blocks scattered.
+    const std::vector<int32_t> ctx = {9, 300, 21}, q_lens = {9, 5, 1};
+    std::vector<int32_t> perm(num_blocks * 4);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<int32_t> query_start = {0}, seq_lens, indptr = {0}, indices, positions, slots;
+    size_t next = 0;
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      const int nb = (ctx[s] + bs - 1) / bs;
+      for (int k = 0; k < nb; ++k) indices.push_back(perm[next++]);
+      indptr.push_back(static_cast<int32_t>(indices.size()));
+      query_start.push_back(query_start.back() + ctx[s]);  // write the whole context, then attend with the tail
+      seq_lens.push_back(ctx[s]);
+      for (int p = 0; p < ctx[s]; ++p) {
+        positions.push_back(p);
+        slots.push_back(indices[indptr[s] + p / bs] * bs + p % bs);
+      }
+    }
+    const int total = query_start.back();
+    const auto q = random_vec(static_cast<size_t>(total * heads * hd), rng);
+    const auto k = random_vec(static_cast<size_t>(total * kv_heads * hd), rng);
+    const auto v = random_vec(static_cast<size_t>(total * kv_heads * hd), rng);
+    std::vector<float> inv(static_cast<size_t>(hd / 2));
+    for (int i = 0; i < hd / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / hd);
+    const KvCacheLayout layout{num_blocks * 4, kv_heads, bs, hd};
+    AttentionBatch batch;  // the attention step: each sequence's last q_lens tokens
+    std::vector<int32_t> aq_start = {0};
+    for (size_t s = 0; s < ctx.size(); ++s) aq_start.push_back(aq_start.back() + q_lens[s]);
+
+    auto run = [&](Backend& be, DType act, std::vector<float>& out) {
+      auto make = [&](const std::vector<float>& data, std::initializer_list<int64_t> shape) {
+        return be.device() == Device::cpu() ? cpu_tensor(data, shape) : gpu_tensor(be, data, shape, act);
+      };
+      Tensor tq = make(q, {total, heads * hd}), tk = make(k, {total, kv_heads * hd}), tv = make(v, {total, kv_heads * hd});
+      Tensor tinv = be.device() == Device::cpu() ? cpu_tensor(inv, {hd / 2}) : gpu_tensor(be, inv, {hd / 2}, DType::kF32);
+      auto ints = [&](const std::vector<int32_t>& data) {
+        if (be.device() == Device::cpu()) {
+          Tensor t = Tensor::empty({static_cast<int64_t>(data.size())}, DType::kI32, default_cpu_allocator()).value();
+          std::copy(data.begin(), data.end(), t.data<int32_t>());
+          return t;
+        }
+        return gpu_ints(be, data);
+      };
+      Tensor tpos = ints(positions), tslots = ints(slots);
+      Tensor cos = Tensor::empty({total, hd / 2}, DType::kF32, be.allocator()).value();
+      Tensor sin = Tensor::empty({total, hd / 2}, DType::kF32, be.allocator()).value();
+      Tensor cache = Tensor::empty({layout.num_blocks, 2, kv_heads, bs, hd}, act, be.allocator()).value();
+      be.rope_cos_sin(tpos, tinv, cos, sin);
+      be.rope_and_cache_write(tq, tk, tv, cos, sin, tslots, layout, cache);
+      // Attend with the tail of each sequence: gather those q rows.
+      std::vector<int32_t> tail_rows;
+      for (size_t s = 0; s < ctx.size(); ++s)
+        for (int i = 0; i < q_lens[s]; ++i) tail_rows.push_back(query_start[s] + ctx[s] - q_lens[s] + i);
+      Tensor tq_tail = Tensor::empty({aq_start.back(), heads * hd}, act, be.allocator()).value();
+      be.gather_rows(tq, ints(tail_rows), tq_tail);
+      AttentionBatch ab;
+      ab.num_seqs = 3;
+      ab.num_tokens = aq_start.back();
+      ab.query_start = ints(aq_start);
+      ab.seq_lens = ints(seq_lens);
+      ab.block_indptr = ints(indptr);
+      ab.block_indices = ints(indices);
+      Tensor o = Tensor::empty({aq_start.back(), heads * hd}, act, be.allocator()).value();
+      be.attention(tq_tail, cache, layout, ab, 1.0f / std::sqrt(static_cast<float>(hd)), o);
+      REQUIRE(be.take_error().is_ok());
+      if (be.device() == Device::cpu()) {
+        out.assign(o.data<float>(), o.data<float>() + o.numel());
+      } else {
+        out = read_back(be, o);
+      }
+    };
+    std::vector<float> cpu_out, gpu_out;
+    run(*b.cpu, DType::kF32, cpu_out);
+    run(*b.gpu, DType::kBF16, gpu_out);
+    INFO("head_dim " << hd);
+    CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
+  }
+}
+
+TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(3);
+  const int rows = 6, vocab = 5003;
+  const auto logits = random_vec(static_cast<size_t>(rows * vocab), rng, 2.0f);
+  Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+  std::vector<SampleRequest> reqs;
+  for (int i = 0; i < 40; ++i) {
+    SampleRequest r;
+    r.row = i % rows;
+    r.temperature = i % 4 == 0 ? 0.0f : 0.3f * static_cast<float>(i % 5);
+    r.min_p = i % 3 == 0 ? 0.05f : 0.0f;
+    r.seed = 1000 + static_cast<uint64_t>(i);
+    r.index = static_cast<uint64_t>(i * 7);
+    reqs.push_back(r);
+  }
+  std::vector<int32_t> ids(reqs.size());
+  REQUIRE(b.gpu->sample(g, reqs, ids).is_ok());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto& r = reqs[i];
+    CHECK(ids[i] == cpu::sample_row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab, r.temperature, r.min_p,
+                                    r.seed, r.index));
+  }
+}
+
+TEST_CASE("the CUDA engine tracks transformers' float32 logprobs on the parity checkpoints", "[cuda]") {
+  if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
+  for (const char* name : {"llama3-gqa-tied-ropescaled", "llama3-mha-untied", "qwen3-gqa-tied-headdim32",
+                           "qwen3-mha-untied-headdim24"}) {
+    const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/parity/" + name;
+    const auto ref = nlohmann::json::parse(read_text_file(dir + "/reference.json").value());
+    EngineConfig c;
+    c.model = dir;
+    c.device = "cuda";
+    c.max_model_len = 128;
+    c.num_kv_blocks = 64;
+    auto engine = Engine::create(c);
+    REQUIRE(engine.is_ok());
+    double sum = 0;
+    int count = 0, greedy_equal = 0, greedy_total = 0;
+    for (const auto& cs : ref["cases"]) {
+      SamplingParams p;
+      p.temperature = 0.0f;
+      p.max_tokens = 24;
+      p.ignore_eos = true;
+      p.prompt_logprobs = 0;
+      const uint64_t id = (*engine)->submit(cs["prompt_ids"].get<std::vector<int32_t>>(), p).value();
+      std::vector<int32_t> tokens;
+      std::vector<TokenLogprob> plp;
+      while ((*engine)->has_unfinished_requests()) {
+        REQUIRE((*engine)->step().is_ok());
+        for (auto& e : (*engine)->poll()) {
+          if (e.request_id != id) continue;
+          tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+          plp.insert(plp.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        }
+      }
+      REQUIRE(plp.size() == cs["prompt_ids"].size() - 1);
+      for (size_t i = 0; i < plp.size(); ++i) {
+        sum += std::abs(plp[i].logprob - cs["prompt_logprobs"][i + 1]["logprob"].get<double>());
+        ++count;
+      }
+      const auto expected = cs["output_ids"].get<std::vector<int32_t>>();
+      // Greedy ids may part only after a near-tie; count the agreeing prefix.
+      size_t agree = 0;
+      while (agree < expected.size() && agree < tokens.size() && tokens[agree] == expected[agree]) ++agree;
+      greedy_equal += static_cast<int>(agree);
+      greedy_total += static_cast<int>(expected.size());
+    }
+    const double mean = sum / count;
+    WARN(name << ": mean |delta logprob| vs float32 = " << mean << ", greedy prefix " << greedy_equal << "/"
+                       << greedy_total);
+    CHECK(mean < 0.05);
+    CHECK(greedy_equal >= greedy_total / 2);
+  }
+}

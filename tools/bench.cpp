@@ -1,0 +1,203 @@
+// photon bench: offline throughput and latency. N requests of random prompt ids (length I) each generate exactly O
+// tokens (EOS ignored), all submitted at once after a warm-up; prints a table, and with --json a last stdout line:
+// {"num_prompts", "input_len", "output_len", "elapsed_s", "output_tok_per_s", "total_tok_per_s",
+//  "ttft_ms": {"p50", "p90", "p99"}, "tpot_ms": {...}, "peak_device_bytes", "device"}.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <photon/engine.hpp>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "engine_flags.hpp"
+#include "progress.hpp"
+
+namespace photon::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+Args make_args() {
+  Args a("photon bench --model M --num-prompts N --input-len I --output-len O [options]",
+         "Offline benchmark: N requests of I random prompt tokens, each generating exactly O tokens, run through "
+         "continuous batching after a warm-up. Reports throughput, time to first token (TTFT) and time per output "
+         "token (TPOT).");
+  add_engine_flags(a, {"auto", 256, 8192});
+  a.option("quantization", "Q", "weight quantization: none", "none");
+  a.option("num-prompts", "N", "requests to run");
+  a.option("input-len", "I", "prompt tokens per request");
+  a.option("output-len", "O", "generated tokens per request (EOS ignored)");
+  a.flag("json", "print the results as one JSON object on the last stdout line");
+  return a;
+}
+
+json percentiles(std::vector<double> values) {
+  if (values.empty()) return {{"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    const double pos = q * static_cast<double>(values.size() - 1);
+    const auto lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, values.size() - 1);
+    return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+  };
+  return {{"p50", at(0.50)}, {"p90", at(0.90)}, {"p99", at(0.99)}};
+}
+
+struct Options {
+  EngineConfig config;
+  int64_t num_prompts = 0, input_len = 0, output_len = 0;
+  bool json_output = false;
+};
+
+Status read_options(const Args& a, Options& o) {
+  PHOTON_RETURN_IF_ERROR(read_engine_config(a, o.config));
+  if (a.get("quantization") != "none") {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("option '--quantization' must be none, not '{}' (int8 weights are not in this version)",
+                              a.get("quantization")));
+  }
+  for (const char* required : {"num-prompts", "input-len", "output-len"}) {
+    if (!a.has(required)) return Status(StatusCode::kInvalidArgument, fmt::format("option '--{}' is required", required));
+  }
+  PHOTON_ASSIGN_OR_RETURN(o.num_prompts, a.get_int("num-prompts", 1, 1 << 20));
+  PHOTON_ASSIGN_OR_RETURN(o.input_len, a.get_int("input-len", 1, 1 << 20));
+  PHOTON_ASSIGN_OR_RETURN(o.output_len, a.get_int("output-len", 1, 1 << 20));
+  if (o.config.max_model_len == 0) o.config.max_model_len = static_cast<int32_t>(o.input_len + o.output_len);
+  o.json_output = a.has("json");
+  return Status::ok();
+}
+
+Status run(Options o) {
+  std::unique_ptr<Engine> engine;
+  {
+    ProgressBar bar("loading");
+    o.config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
+    auto created = Engine::create(o.config);
+    if (!created) return created.status();
+    engine = std::move(*created);
+  }
+  const ModelInfo& info = engine->model_info();
+  std::mt19937_64 rng(o.config.seed + 12345);
+  auto random_prompt = [&](int64_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (auto& t : p) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(info.vocab_size));
+    return p;
+  };
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.ignore_eos = true;
+
+  // Warm-up: a few short requests compile the GEMM plans of small batches and touch every buffer once.
+  params.max_tokens = 4;
+  for (int i = 0; i < 4; ++i) {
+    auto id = engine->submit(random_prompt(std::min<int64_t>(o.input_len, 32)), params);
+    if (!id) return id.status();
+  }
+  while (engine->has_unfinished_requests()) PHOTON_RETURN_IF_ERROR(engine->step());
+  (void)engine->poll();
+
+  params.max_tokens = static_cast<int32_t>(o.output_len);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t i = 0; i < o.num_prompts; ++i) prompts.push_back(random_prompt(o.input_len));
+  const auto start = Clock::now();
+  for (auto& p : prompts) {
+    auto id = engine->submit(std::move(p), params);
+    if (!id) return id.status();
+  }
+  std::vector<double> ttft_ms, tpot_ms;
+  int64_t generated = 0, done = 0;
+  ProgressBar bar("requests");
+  while (engine->has_unfinished_requests()) {
+    PHOTON_RETURN_IF_ERROR(engine->step());
+    for (const RequestEvent& e : engine->poll()) {
+      generated += static_cast<int64_t>(e.token_ids.size());
+      if (!e.finished) continue;
+      if (e.finish_reason != FinishReason::kLength) {
+        return Status(StatusCode::kInternal, fmt::format("request {} ended with '{}': {}", e.request_id,
+                                                         finish_reason_name(e.finish_reason), e.error));
+      }
+      ++done;
+      ttft_ms.push_back((e.first_token_time - e.arrival_time) * 1e3);
+      if (e.num_output_tokens > 1) {
+        tpot_ms.push_back((e.finish_time - e.first_token_time) * 1e3 / (e.num_output_tokens - 1));
+      }
+    }
+    bar.update(static_cast<uint64_t>(done), static_cast<uint64_t>(o.num_prompts));
+  }
+  bar.finish();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const EngineStats stats = engine->stats();
+  const double out_tps = static_cast<double>(generated) / elapsed;
+  const double total_tps = static_cast<double>(o.num_prompts * o.input_len + generated) / elapsed;
+  const json ttft = percentiles(ttft_ms), tpot = percentiles(tpot_ms);
+  const std::string device = info.device_description;
+
+  fmt::print("model            {}\n", o.config.model);
+  fmt::print("device           {}\n", device);
+  fmt::print("requests         {} x ({} in, {} out), max {} running, {} tokens per step\n", o.num_prompts,
+             o.input_len, o.output_len, o.config.max_num_seqs, o.config.max_num_batched_tokens);
+  fmt::print("elapsed          {:.3f} s over {} steps, {} preemptions\n", elapsed, stats.num_steps,
+             stats.num_preemptions);
+  fmt::print("output tokens/s  {:.1f}\n", out_tps);
+  fmt::print("total tokens/s   {:.1f}\n", total_tps);
+  auto row = [](const char* name, const json& p) {
+    if (p["p50"].is_null()) return;
+    fmt::print("{:<17}p50 {:.2f}  p90 {:.2f}  p99 {:.2f}\n", name, p["p50"].get<double>(), p["p90"].get<double>(),
+               p["p99"].get<double>());
+  };
+  row("TTFT ms", ttft);
+  row("TPOT ms", tpot);
+  fmt::print("memory           weights {:.2f} GB, KV cache {:.2f} GB ({} tokens), peak {:.2f} GB\n",
+             static_cast<double>(stats.weight_bytes) / 1e9, static_cast<double>(stats.kv_cache_bytes) / 1e9,
+             stats.kv_capacity_tokens, static_cast<double>(stats.peak_device_bytes) / 1e9);
+  if (o.json_output) {
+    const json out = {{"num_prompts", o.num_prompts},
+                      {"input_len", o.input_len},
+                      {"output_len", o.output_len},
+                      {"elapsed_s", elapsed},
+                      {"output_tok_per_s", out_tps},
+                      {"total_tok_per_s", total_tps},
+                      {"ttft_ms", ttft},
+                      {"tpot_ms", tpot},
+                      {"peak_device_bytes", stats.peak_device_bytes},
+                      {"device", device},
+                      {"weight_bytes", stats.weight_bytes},
+                      {"num_steps", stats.num_steps},
+                      {"num_preemptions", stats.num_preemptions}};
+    fmt::print("{}\n", out.dump());
+  }
+  std::fflush(stdout);
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  Args args = make_args();
+  if (Status s = args.parse(argc, argv, 2); !s) {
+    fmt::print(stderr, "photon bench: error: {}\n", s.message());
+    return 2;
+  }
+  if (args.help_requested()) {
+    fmt::print("{}", args.help_text());
+    return 0;
+  }
+  Options options;
+  if (Status s = read_options(args, options); !s) {
+    fmt::print(stderr, "photon bench: error: {}\n", s.message());
+    return 2;
+  }
+  if (Status s = run(std::move(options)); !s) {
+    fmt::print(stderr, "photon bench: error: {}\n", s.message());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace photon::cli

@@ -1,0 +1,104 @@
+#include "engine_flags.hpp"
+
+#include <omp.h>
+
+#include <fmt/format.h>
+#include <photon/log.hpp>
+
+namespace photon::cli {
+namespace {
+
+Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+
+}  // namespace
+
+void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
+  a.option("model", "DIR|dummy:NAME", "Hugging Face checkpoint folder (config.json + safetensors), or a built-in "
+                                      "shape with random weights: dummy:llama-3.2-1b, dummy:llama-3.2-3b, "
+                                      "dummy:llama-3.1-8b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
+                                      "dummy:tiny-llama3, dummy:tiny-qwen3");
+  a.option("load-format", "auto|safetensors|dummy", "dummy: random weights for a folder holding only config.json",
+           "auto");
+  a.option("dtype", "bf16|f16|f32", "dtype of dummy weights (the GPU computes in bf16)", "bf16");
+  a.option("device", "cpu|cuda|cuda:N", std::string("where to run") +
+                                            (std::string(d.device) == "auto" ? " (default: cuda when a GPU is "
+                                                                               "visible, else cpu)"
+                                                                             : ""),
+           d.device);
+  a.option("seed", "N", "seed of dummy weights and of requests without their own seed", "0");
+  a.option("max-num-seqs", "N", "requests per step at most", std::to_string(d.max_num_seqs));
+  a.option("max-num-batched-tokens", "N", "tokens per step at most (longer prompts are chunked)",
+           std::to_string(d.max_num_batched_tokens));
+  a.option("max-model-len", "N", "longest prompt + output per request (default: the model's context)");
+  a.option("block-size", "N", "tokens per KV-cache block", "16");
+  a.option("num-kv-blocks", "N", "exact number of KV-cache blocks (overrides the memory budgets)");
+  a.option("kv-cache-memory", "BYTES", "bytes for the KV cache (default: from --memory-utilization)");
+  a.option("memory-utilization", "F", "fraction of the device's memory the engine may take in all (default: 0.9 on "
+                                      "a GPU, 0.5 on the CPU)");
+  a.option("kv-cache-dtype", "auto|f32|bf16", "dtype of the KV cache (auto: f32 on the CPU, bf16 on a GPU)", "auto");
+  a.flag("enable-prefix-caching", "reuse the KV cache of shared prompt prefixes (the default)");
+  a.flag("no-prefix-caching", "compute every prompt in full");
+  a.option("threads", "N", "CPU threads (default: OpenMP's choice, usually all cores)");
+  a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
+}
+
+Status read_engine_config(const Args& a, EngineConfig& c) {
+  if (!a.has("model")) return bad("option '--model' is required");
+  c.model = a.get("model");
+  c.load_format = a.get("load-format");
+  if (c.load_format != "auto" && c.load_format != "safetensors" && c.load_format != "dummy") {
+    return bad(fmt::format("option '--load-format' must be auto, safetensors or dummy, not '{}'", c.load_format));
+  }
+  c.dtype = a.get("dtype");
+  if (c.dtype != "bf16" && c.dtype != "f16" && c.dtype != "f32") {
+    return bad(fmt::format("option '--dtype' must be bf16, f16 or f32, not '{}'", c.dtype));
+  }
+  c.device = a.get("device");
+  if (c.device == "auto") c.device = cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (c.device != "cpu" && c.device != "cuda" && !c.device.starts_with("cuda:")) {
+    return bad(fmt::format("option '--device' must be cpu, cuda or cuda:N, not '{}'", c.device));
+  }
+  c.kv_cache_dtype = a.get("kv-cache-dtype");
+  if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "f32" && c.kv_cache_dtype != "bf16") {
+    return bad(fmt::format("option '--kv-cache-dtype' must be auto, f32 or bf16, not '{}'", c.kv_cache_dtype));
+  }
+  PHOTON_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 0, INT64_MAX));
+  c.seed = static_cast<uint64_t>(seed);
+  PHOTON_ASSIGN_OR_RETURN(int64_t seqs, a.get_int("max-num-seqs", 1, 65536));
+  PHOTON_ASSIGN_OR_RETURN(int64_t tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
+  PHOTON_ASSIGN_OR_RETURN(int64_t block, a.get_int("block-size", 1, 1024));
+  c.max_num_seqs = static_cast<int32_t>(seqs);
+  c.max_num_batched_tokens = static_cast<int32_t>(tokens);
+  c.block_size = static_cast<int32_t>(block);
+  if (a.has("max-model-len")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t len, a.get_int("max-model-len", 1, 1 << 30));
+    c.max_model_len = static_cast<int32_t>(len);
+  }
+  if (a.has("num-kv-blocks")) {
+    PHOTON_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", 1, 1 << 30));
+  }
+  if (a.has("kv-cache-memory")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t bytes, a.get_int("kv-cache-memory", 1, INT64_MAX));
+    c.kv_cache_memory_bytes = static_cast<uint64_t>(bytes);
+  }
+  if (a.has("memory-utilization")) {
+    PHOTON_ASSIGN_OR_RETURN(c.memory_utilization, a.get_double("memory-utilization", 0.01, 1.0));
+  }
+  if (a.has("enable-prefix-caching") && a.has("no-prefix-caching")) {
+    return bad("give only one of '--enable-prefix-caching' and '--no-prefix-caching'");
+  }
+  c.enable_prefix_caching = !a.has("no-prefix-caching");
+  if (a.has("threads")) {
+    PHOTON_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 1, 4096));
+    omp_set_num_threads(static_cast<int>(threads));
+  }
+  LogLevel level{};
+  if (!parse_log_level(a.get("log-level"), &level)) {
+    return bad(fmt::format("option '--log-level' must be debug, info, warn, error or off, not '{}'",
+                           a.get("log-level")));
+  }
+  set_log_level(level);
+  return Status::ok();
+}
+
+}  // namespace photon::cli

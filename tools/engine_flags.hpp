@@ -1,0 +1,25 @@
+// Engine flags shared by the photon subcommands that run models (generate, bench): model, device, memory and
+// scheduling limits. Each subcommand chooses its own defaults for the sizes.
+#pragma once
+
+#include <photon/engine.hpp>
+
+#include "args.hpp"
+
+namespace photon::cli {
+
+struct EngineFlagDefaults {
+  const char* device;  ///< "cpu", "cuda" or "auto" (cuda when a GPU is visible)
+  int max_num_seqs;
+  int max_num_batched_tokens;
+};
+
+/// Registers --model, --load-format, --dtype, --device, --seed, --max-num-seqs, --max-num-batched-tokens,
+/// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory, --memory-utilization, --kv-cache-dtype,
+/// --enable-prefix-caching / --no-prefix-caching, --threads and --log-level.
+void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);
+
+/// Reads them into `config` (sets the OpenMP thread count and the log level as side effects).
+Status read_engine_config(const Args& a, EngineConfig& config);
+
+}  // namespace photon::cli
