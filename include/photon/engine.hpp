@@ -63,6 +63,8 @@ struct EngineConfig {
   int32_t max_model_len = 0;
   /// Reuse the KV of prompt prefixes shared between requests.
   bool enable_prefix_caching = true;
+  /// Run every step eagerly, never as a captured CUDA graph (for debugging and comparison).
+  bool enforce_eager = false;
   /// Seed of dummy weights and of requests that carry no seed.
   uint64_t seed = 0;
   /// Called while weights load with (bytes done, bytes total); may be empty. Runs on the creating thread.

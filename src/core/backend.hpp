@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -97,6 +98,17 @@ class Backend {
   /// h / (heads / kv_heads)); out [T, heads * head_dim]. `scale` multiplies q.k (usually 1/sqrt(head_dim)).
   virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,
                          const AttentionBatch& batch, float scale, Tensor& out) = 0;
+
+  /// Host memory for staging uploads: page-locked on a GPU (so copies are asynchronous DMA), plain on the CPU.
+  virtual Result<std::shared_ptr<void>> allocate_host(size_t bytes) = 0;
+
+  /// CUDA graphs: record the operations issued between begin_capture and end_capture once, then replay them with
+  /// launch_graph (same shapes and buffers, new contents). Backends without graphs return false / kUnsupported.
+  virtual bool supports_graphs() const { return false; }
+  virtual Status begin_capture() { return Status(StatusCode::kUnsupported, "graphs are not supported"); }
+  /// Ends the capture; returns an id for launch_graph.
+  virtual Result<int> end_capture() { return Status(StatusCode::kUnsupported, "graphs are not supported"); }
+  virtual Status launch_graph(int) { return Status(StatusCode::kUnsupported, "graphs are not supported"); }
 
   /// Chooses one token per request from f32 logits [rows, vocab] on the device and returns the ids on the host
   /// (`out_ids` has requests.size() entries). Waits for the result. Draws match the host sampler's.

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cassert>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -90,6 +91,12 @@ class CpuBackend final : public Backend {
                          batch.query_start.data<int32_t>(), batch.seq_lens.data<int32_t>(),
                          batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs,
                          scale, out.data<float>());
+  }
+
+  Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) return Status(StatusCode::kOutOfMemory, "host staging allocation failed");
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
   Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "core/logging.hpp"
 #include "cuda/cuda_allocator.hpp"
@@ -18,6 +19,8 @@ namespace {
 static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+// Split-KV partials: attention_splits keeps (tokens x heads x splits) under 1024 blocks, each head_dim + 2 floats.
+constexpr size_t kAttentionWorkspaceBytes = size_t{1024} * (256 + 2) * sizeof(float);
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
@@ -43,9 +46,11 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
+    for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
     plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
+    allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
     allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
     if (stream_) cudaStreamDestroy(stream_);
@@ -56,6 +61,7 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
+    PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
     return Status::ok();
   }
 
@@ -118,14 +124,48 @@ class CudaBackend final : public Backend {
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
                  float scale, Tensor& out) override {
     const int hd = to_int(layout.head_dim);
+    const int heads = to_int(q.size(1)) / hd;
+    if (hd % 8 != 0 && hd > 128) {
+      record(Status(StatusCode::kUnsupported, "the CUDA attention kernel needs head_dim <= 128 or a multiple of 8"));
+      return;
+    }
+    // Few tokens over long contexts split their keys across blocks (flash-decoding); the split count depends
+    // only on the batch's shape, so a captured graph always sees the same one.
+    const int splits = cuda::attention_splits(b.num_tokens, heads, b.max_seq_len);
     cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
                           b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(), b.num_seqs, b.num_tokens,
-                          to_int(q.size(1)) / hd, to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale,
-                          bf16_mut(out), stream_);
+                          heads, to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits,
+                          static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     record(gemm(x, w, out));
+  }
+
+  Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, bytes == 0 ? 64 : bytes, cudaHostAllocDefault));
+    return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+  }
+
+  bool supports_graphs() const override { return true; }
+  Status begin_capture() override {
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    return Status::ok();
+  }
+  Result<int> end_capture() override {
+    cudaGraph_t graph = nullptr;
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    PHOTON_RETURN_IF_ERROR(cuda::cuda_status(err, "cudaGraphInstantiate", __FILE__, __LINE__));
+    graphs_.push_back(exec);
+    return static_cast<int>(graphs_.size() - 1);
+  }
+  Status launch_graph(int id) override {
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_.at(static_cast<size_t>(id)), stream_));
+    return Status::ok();
   }
 
   Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {
@@ -205,6 +245,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
+  void* attention_workspace_ = nullptr;
+  std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   void* sample_args_ = nullptr;
   void* sample_ids_ = nullptr;

@@ -21,11 +21,16 @@ void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_fre
 void rope_cache_write(uint16_t* q, uint16_t* k, const uint16_t* v, const float* cos, const float* sin,
                       const int32_t* slots, int num_tokens, int heads, int kv_heads, int head_dim, uint16_t* cache,
                       int block_size, cudaStream_t s);
-/// Causal GQA attention over the paged cache; arguments as in photon::AttentionBatch.
+/// How many KV splits attention uses for this shape (1: none); a pure function of its arguments.
+int attention_splits(int num_tokens, int heads, int max_seq_len);
+/// f32 workspace the split path needs (0 for one split).
+size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int splits);
+/// Causal GQA attention over the paged cache; arguments as in photon::AttentionBatch. `workspace` holds
+/// attention_workspace_floats(...) floats when splits > 1.
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int num_tokens,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, uint16_t* out,
-                     cudaStream_t s);
+                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
+                     float* workspace, uint16_t* out, cudaStream_t s);
 
 /// One row to sample: Gumbel-max over logits[row] / temperature (argmax when temperature is 0), among tokens whose
 /// probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.

@@ -192,6 +192,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   limits.max_num_logits = std::max(config.max_num_seqs, std::min(config.max_num_batched_tokens, 512));
   const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
   limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
+  limits.max_seq_len = max_model_len;
+  limits.use_graphs = !config.enforce_eager;
   PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(mc, std::move(model.weights), *m.backend, limits));
 
   // KV cache: an exact block count, else a byte budget, else a share of available memory. Never more than

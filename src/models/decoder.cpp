@@ -73,14 +73,6 @@ Status Decoder::allocate_workspace() {
   };
   const Item items[] = {
       {&inv_freq_, {c.head_dim / 2}, DType::kF32},
-      {&ids_, {t}, DType::kI32},
-      {&positions_, {t}, DType::kI32},
-      {&slots_, {t}, DType::kI32},
-      {&query_start_, {limits_.max_num_seqs + 1}, DType::kI32},
-      {&seq_lens_, {limits_.max_num_seqs}, DType::kI32},
-      {&block_indptr_, {limits_.max_num_seqs + 1}, DType::kI32},
-      {&block_indices_, {limits_.max_num_blocks}, DType::kI32},
-      {&logits_indices_, {l}, DType::kI32},
       {&residual_, {t, c.hidden_size}, act},
       {&hidden_, {t, c.hidden_size}, act},
       {&proj_, {t, c.hidden_size}, act},
@@ -104,6 +96,23 @@ Status Decoder::allocate_workspace() {
     }
     *item.slot = std::move(*tensor);
     workspace_bytes_ += item.slot->nbytes();
+  }
+  // One device buffer (and its host mirror) for all index arrays, so a step's upload is a few async copies.
+  const int64_t seqs = limits_.max_num_seqs;
+  Tensor* regions[] = {&ids_, &positions_, &slots_, &query_start_, &seq_lens_, &block_indptr_, &logits_indices_,
+                       &block_indices_};
+  const int64_t sizes[] = {t, t, t, seqs + 1, seqs, seqs + 1, l, limits_.max_num_blocks};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // 64-byte aligned regions
+  auto indices = Tensor::empty({total}, DType::kI32, a);
+  if (!indices) return indices.status().with_context("allocating the batch index buffer");
+  indices_ = std::move(*indices);
+  PHOTON_ASSIGN_OR_RETURN(staging_, backend_.allocate_host(static_cast<size_t>(total) * sizeof(int32_t)));
+  workspace_bytes_ += indices_.nbytes();
+  int64_t offset = 0;
+  for (size_t i = 0; i < std::size(regions); ++i) {
+    *regions[i] = indices_.slice_rows(offset, offset + sizes[i]);
+    offset += (sizes[i] + 15) / 16 * 16;
   }
   const std::vector<float> inv = rope_inv_freq(c.rope, c.head_dim);
   backend_.copy_to_device(inv.data(), inv_freq_, inv.size() * sizeof(float));
@@ -169,39 +178,104 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
   return Status::ok();
 }
 
+void Decoder::upload(const ForwardBatch& b) {
+  auto* host = static_cast<int32_t*>(staging_.get());
+  auto put = [&](const std::vector<int32_t>& src, Tensor& dst) {
+    if (src.empty()) return;
+    // The staging buffer mirrors the device buffer, so each array goes to its own region.
+    int32_t* slot = host + (dst.data<int32_t>() - indices_.data<int32_t>());
+    std::copy(src.begin(), src.end(), slot);
+    backend_.copy_to_device(slot, dst, src.size() * sizeof(int32_t));
+  };
+  put(b.token_ids, ids_);
+  put(b.positions, positions_);
+  put(b.slot_mapping, slots_);
+  put(b.query_start, query_start_);
+  put(b.seq_lens, seq_lens_);
+  put(b.block_indptr, block_indptr_);
+  put(b.block_indices, block_indices_);
+  put(b.logits_indices, logits_indices_);
+}
+
+int64_t Decoder::graph_bucket(const ForwardBatch& b) const {
+  if (!limits_.use_graphs || !backend_.supports_graphs()) return 0;
+  const int64_t t = b.num_tokens();
+  if (t != b.num_seqs() || static_cast<int64_t>(b.logits_indices.size()) != t) return 0;  // decode steps only
+  static constexpr int64_t kBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
+                                         384, 448, 512};
+  const int64_t cap = std::min({limits_.max_num_tokens, limits_.max_num_seqs, limits_.max_num_logits});
+  for (int64_t bucket : kBuckets) {
+    if (bucket > cap) break;
+    if (bucket >= t) return bucket;
+  }
+  return 0;
+}
+
 Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
   PHOTON_RETURN_IF_ERROR(validate(b, kv));
+  Shape shape;
+  shape.tokens = b.num_tokens();
+  shape.seqs = b.num_seqs();
+  shape.logits = static_cast<int64_t>(b.logits_indices.size());
+  shape.blocks = static_cast<int64_t>(b.block_indices.size());
+  for (int64_t i = 0; i < shape.seqs; ++i) {
+    const auto u = static_cast<size_t>(i);
+    shape.max_seq_len = std::max<int64_t>(shape.max_seq_len, b.seq_lens[u]);
+    shape.max_query_len = std::max<int64_t>(shape.max_query_len, b.query_start[u + 1] - b.query_start[u]);
+  }
+  int64_t bucket = graph_bucket(b);
+  if (bucket > 0 && static_cast<int64_t>(b.block_indices.size()) + (bucket - shape.tokens) > limits_.max_num_blocks) {
+    bucket = 0;  // no room for the padding's block-table entries
+  }
+  if (bucket == 0) {
+    upload(b);
+    run(shape, kv);
+    PHOTON_RETURN_IF_ERROR(backend_.take_error());
+    return logits_.slice_rows(0, shape.logits);
+  }
+  // Decode step as a graph: pad to the bucket with dummy sequences (one token at position 0 of block 0 whose K/V
+  // write is skipped), so one captured graph serves every batch size up to the bucket.
+  padded_ = b;
+  const std::vector<int32_t> pad_token = {0}, pad_blocks = {b.block_indices.empty() ? 0 : b.block_indices[0]};
+  for (int64_t i = shape.tokens; i < bucket; ++i) {
+    padded_.add_sequence(pad_token, 0, pad_blocks, static_cast<int32_t>(kv.block_size()), ForwardBatch::Logits::kLast);
+    padded_.slot_mapping.back() = -1;
+  }
+  Shape graph_shape;
+  graph_shape.tokens = graph_shape.seqs = graph_shape.logits = bucket;
+  graph_shape.blocks = limits_.max_num_blocks;
+  graph_shape.max_seq_len = limits_.max_seq_len;  // fixes the attention split count for every replay
+  graph_shape.max_query_len = 1;
+  upload(padded_);
+  const auto key = std::make_pair(bucket, static_cast<const void*>(kv.layer(0).raw()));
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    PHOTON_RETURN_IF_ERROR(backend_.begin_capture());
+    run(graph_shape, kv);
+    auto id = backend_.end_capture();
+    if (!id) return id.status().with_context("capturing the decode graph");
+    it = graphs_.emplace(key, *id).first;
+  }
+  PHOTON_RETURN_IF_ERROR(backend_.launch_graph(it->second));
+  PHOTON_RETURN_IF_ERROR(backend_.take_error());
+  return logits_.slice_rows(0, shape.logits);
+}
+
+void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   const ModelConfig& c = config_;
-  const int64_t t = b.num_tokens();
-  const int64_t s = b.num_seqs();
-  const auto n_logits = static_cast<int64_t>(b.logits_indices.size());
-
-  auto upload = [&](const std::vector<int32_t>& host, Tensor& dst) {
-    if (!host.empty()) backend_.copy_to_device(host.data(), dst, host.size() * sizeof(int32_t));
-  };
-  upload(b.token_ids, ids_);
-  upload(b.positions, positions_);
-  upload(b.slot_mapping, slots_);
-  upload(b.query_start, query_start_);
-  upload(b.seq_lens, seq_lens_);
-  upload(b.block_indptr, block_indptr_);
-  upload(b.block_indices, block_indices_);
-  upload(b.logits_indices, logits_indices_);
-
+  const int64_t t = shape.tokens;
+  const int64_t s = shape.seqs;
+  const int64_t n_logits = shape.logits;
   AttentionBatch attn_batch;
   attn_batch.num_seqs = static_cast<int32_t>(s);
   attn_batch.num_tokens = static_cast<int32_t>(t);
-  for (int64_t i = 0; i < s; ++i) {
-    const auto u = static_cast<size_t>(i);
-    attn_batch.max_seq_len = std::max(attn_batch.max_seq_len, b.seq_lens[u]);
-    attn_batch.max_query_len = std::max(attn_batch.max_query_len, b.query_start[u + 1] - b.query_start[u]);
-  }
+  attn_batch.max_seq_len = static_cast<int32_t>(shape.max_seq_len);
+  attn_batch.max_query_len = static_cast<int32_t>(shape.max_query_len);
   attn_batch.query_start = query_start_.slice_rows(0, s + 1);
   attn_batch.seq_lens = seq_lens_.slice_rows(0, s);
   attn_batch.block_indptr = block_indptr_.slice_rows(0, s + 1);
-  attn_batch.block_indices = block_indices_.slice_rows(0, static_cast<int64_t>(b.block_indices.size()));
+  attn_batch.block_indices = block_indices_.slice_rows(0, shape.blocks);
   attn_batch.slot_mapping = slots_.slice_rows(0, t);
-
   const Tensor ids = ids_.slice_rows(0, t);
   const Tensor positions = positions_.slice_rows(0, t);
   Tensor residual = residual_.slice_rows(0, t);
@@ -247,14 +321,12 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
     backend_.linear(gate, w.down_proj, proj);
   }
   backend_.add_rms_norm(residual, proj, weights_.final_norm, eps, hidden);
-  Tensor logits = logits_.slice_rows(0, n_logits);
   if (n_logits > 0) {
+    Tensor logits = logits_.slice_rows(0, n_logits);
     Tensor last = last_hidden_.slice_rows(0, n_logits);
     backend_.gather_rows(hidden, logits_indices_.slice_rows(0, n_logits), last);
     backend_.linear(last, weights_.lm_head, logits);
   }
-  PHOTON_RETURN_IF_ERROR(backend_.take_error());
-  return logits;
 }
 
 }  // namespace photon

@@ -5,6 +5,7 @@
 // head. All activation memory is taken at creation, sized by DecoderLimits; forward() allocates nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -44,6 +45,8 @@ struct DecoderLimits {
   int64_t max_num_seqs = 64;      ///< sequences per forward pass
   int64_t max_num_logits = 64;    ///< rows of logits per forward pass
   int64_t max_num_blocks = 4096;  ///< block-table entries per forward pass
+  int64_t max_seq_len = 4096;     ///< longest context of a sequence (sizes the graphs' attention splits)
+  bool use_graphs = true;         ///< replay decode steps as graphs where the backend supports them
 };
 
 class Decoder {
@@ -64,9 +67,18 @@ class Decoder {
   uint64_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
+  // The host-side numbers a pass's operations depend on (grid sizes, GEMM shapes): a graph is captured per shape.
+  struct Shape {
+    int64_t tokens = 0, seqs = 0, logits = 0, blocks = 0, max_seq_len = 0, max_query_len = 0;
+  };
+
   Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits);
   Status allocate_workspace();
   Status validate(const ForwardBatch& batch, const PagedKvCache& kv_cache) const;
+  void upload(const ForwardBatch& batch);
+  void run(const Shape& shape, PagedKvCache& kv_cache);
+  /// The graph bucket for a decode-only batch of `tokens` sequences, or 0 when it runs eagerly.
+  int64_t graph_bucket(const ForwardBatch& batch) const;
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -76,7 +88,12 @@ class Decoder {
 
   // Device workspace, each sized for the limits.
   Tensor inv_freq_;
+  // Index arrays: views into one device buffer, mirrored by a (page-locked) host staging buffer.
+  Tensor indices_;
+  std::shared_ptr<void> staging_;
   Tensor ids_, positions_, slots_, query_start_, seq_lens_, block_indptr_, block_indices_, logits_indices_;
+  ForwardBatch padded_;
+  std::map<std::pair<int64_t, const void*>, int> graphs_;  // (bucket, KV cache) -> graph id
   Tensor residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, cos_, sin_, last_hidden_, logits_;
 };
 
