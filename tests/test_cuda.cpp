@@ -91,7 +91,9 @@ double violation(const std::vector<float>& a, const std::vector<float>& b, doubl
 TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(1);
-  for (auto [m, k, n] : {std::tuple{1, 64, 200}, {3, 128, 77}, {17, 96, 1000}, {130, 256, 64}}) {
+  // M <= 8 takes the GEMV kernel (K % 8 == 0), the rest cuBLASLt.
+  for (auto [m, k, n] : {std::tuple{1, 64, 200}, {3, 128, 77}, {8, 2048, 333}, {1, 1000, 50}, {5, 4104, 129},
+                         {17, 96, 1000}, {130, 256, 64}}) {
     const auto x = random_vec(static_cast<size_t>(m * k), rng);
     const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
     Tensor cx = cpu_tensor(x, {m, k}), cw = cpu_tensor(w, {n, k});
@@ -158,11 +160,14 @@ TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
 
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
-  for (int hd : {16, 24, 64, 128, 256}) {
+  // Short chunks go to the decode kernel; a 100-token chunk (head_dim 64 / 128) to the tensor-core prefill kernel.
+  for (auto [hd, long_chunk] : {std::pair{16, false}, {24, false}, {64, false}, {128, false}, {256, false},
+                                {64, true}, {128, true}}) {
     std::mt19937 rng(static_cast<unsigned>(hd));
     const int heads = 4, kv_heads = 2, bs = 4, num_blocks = 40;
     // Three sequences: a prompt, a chunk after cached context, and one decode token; blocks scattered.
-    const std::vector<int32_t> ctx = {9, 300, 21}, q_lens = {9, 5, 1};
+    const std::vector<int32_t> ctx = {9, 300, 21};
+    const std::vector<int32_t> q_lens = {9, long_chunk ? 100 : 5, 1};
     std::vector<int32_t> perm(num_blocks * 4);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
@@ -220,6 +225,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       ab.num_seqs = 3;
       ab.num_tokens = aq_start.back();
       ab.max_seq_len = max_seq_len;
+      ab.max_query_len = long_chunk ? 100 : 9;
       ab.query_start = ints(aq_start);
       ab.seq_lens = ints(seq_lens);
       ab.block_indptr = ints(indptr);
@@ -237,7 +243,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     run(*b.cpu, DType::kF32, 300, cpu_out);
     run(*b.gpu, DType::kBF16, 0, gpu_out);      // one block per (token, head)
     run(*b.gpu, DType::kBF16, 300, gpu_split);  // keys split across blocks, then merged
-    INFO("head_dim " << hd);
+    INFO("head_dim " << hd << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);
   }

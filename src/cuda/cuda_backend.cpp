@@ -19,6 +19,8 @@ namespace {
 static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+// Batches whose longest chunk has at least this many queries use the tiled prefill attention kernel.
+constexpr int kPrefillMinQueries = 16;
 // Split-KV partials: attention_splits keeps (tokens x heads x splits) under 1024 blocks, each head_dim + 2 floats.
 constexpr size_t kAttentionWorkspaceBytes = size_t{1024} * (256 + 2) * sizeof(float);
 
@@ -129,6 +131,14 @@ class CudaBackend final : public Backend {
       record(Status(StatusCode::kUnsupported, "the CUDA attention kernel needs head_dim <= 128 or a multiple of 8"));
       return;
     }
+    // Prompt chunks: tensor-core tiles of 64 queries sharing each K/V tile.
+    if (b.max_query_len >= kPrefillMinQueries &&
+        cuda::prefill_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
+                                b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(), b.num_seqs,
+                                b.max_query_len, heads, to_int(layout.num_kv_heads), hd, to_int(layout.block_size),
+                                scale, bf16_mut(out), stream_)) {
+      return;
+    }
     // Few tokens over long contexts split their keys across blocks (flash-decoding); the split count depends
     // only on the batch's shape, so a captured graph always sees the same one.
     const int splits = cuda::attention_splits(b.num_tokens, heads, b.max_seq_len);
@@ -203,6 +213,11 @@ class CudaBackend final : public Backend {
   Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
     if (m == 0) return Status::ok();
+    if (cuda::gemv_supported(static_cast<int>(m), static_cast<int>(k), ldx)) {
+      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w), static_cast<int>(n), static_cast<int>(k), out.raw(),
+                 out.dtype() == DType::kF32, stream_);
+      return Status::ok();
+    }
     const cudaDataType_t out_type = out.dtype() == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
     const auto key = std::make_tuple(m, n, k, ldx, static_cast<int>(out_type));
     auto it = plans_.find(key);

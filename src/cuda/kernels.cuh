@@ -32,6 +32,19 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
                      float* workspace, uint16_t* out, cudaStream_t s);
 
+/// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
+bool gemv_supported(int m, int k, int64_t ldx);
+/// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N].
+void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+          cudaStream_t s);
+
+/// Causal attention for prompt chunks on tensor cores (FlashAttention-2 style tiles of 64 queries x 64 keys),
+/// for head_dim 64 or 128; returns false (doing nothing) for other head dims.
+bool prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                       const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int max_query_len,
+                       int heads, int kv_heads, int head_dim, int block_size, float scale, uint16_t* out,
+                       cudaStream_t s);
+
 /// One row to sample: Gumbel-max over logits[row] / temperature (argmax when temperature is 0), among tokens whose
 /// probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.
 struct SampleArgs {
