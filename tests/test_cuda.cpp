@@ -226,6 +226,19 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       ab.num_tokens = aq_start.back();
       ab.max_seq_len = max_seq_len;
       ab.max_query_len = long_chunk ? 100 : 9;
+      std::vector<int32_t> decode_rows, prefill_seqs;
+      for (int32_t s = 0; s < 3; ++s) {
+        if (q_lens[s] >= AttentionBatch::kLongChunk && be.separates_long_chunks(hd)) {
+          prefill_seqs.push_back(s);
+          ab.max_prefill_query_len = std::max(ab.max_prefill_query_len, q_lens[s]);
+        } else {
+          for (int32_t r = aq_start[s]; r < aq_start[s + 1]; ++r) decode_rows.push_back(r);
+        }
+      }
+      ab.num_decode_tokens = static_cast<int32_t>(decode_rows.size());
+      ab.num_prefill_seqs = static_cast<int32_t>(prefill_seqs.size());
+      if (!decode_rows.empty()) ab.decode_tokens = ints(decode_rows);
+      if (!prefill_seqs.empty()) ab.prefill_seqs = ints(prefill_seqs);
       ab.query_start = ints(aq_start);
       ab.seq_lens = ints(seq_lens);
       ab.block_indptr = ints(indptr);

@@ -30,6 +30,14 @@ struct AttentionBatch {
   Tensor block_indptr;        ///< i32 [num_seqs + 1]: sequence s owns block_indices[block_indptr[s] .. block_indptr[s+1])
   Tensor block_indices;       ///< i32 [total blocks]: physical block ids in logical order
   Tensor slot_mapping;        ///< i32 [num_tokens]: block_id * block_size + offset where each token's K/V is written
+  /// The same batch split by chunk length, for backends with separate decode and prefill kernels: rows of tokens
+  /// whose sequence brings fewer than kLongChunk tokens this step, and the sequences that bring more.
+  static constexpr int32_t kLongChunk = 16;
+  int32_t num_decode_tokens = 0;
+  Tensor decode_tokens;             ///< i32 [num_decode_tokens]: batch rows
+  int32_t num_prefill_seqs = 0;
+  int32_t max_prefill_query_len = 0;
+  Tensor prefill_seqs;              ///< i32 [num_prefill_seqs]: sequence indices
 };
 
 /// Geometry of one layer's paged KV cache: a tensor [num_blocks, 2, num_kv_heads, block_size, head_dim] where index
@@ -99,6 +107,12 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,
                          const AttentionBatch& batch, float scale, Tensor& out) = 0;
 
+  /// Whether attention() wants sequences with long chunks (>= AttentionBatch::kLongChunk tokens) listed apart
+  /// from short ones (separate prefill and decode kernels). When false every token is listed as a decode token.
+  virtual bool separates_long_chunks(int64_t head_dim) const {
+    (void)head_dim;
+    return false;
+  }
   /// Host memory for staging uploads: page-locked on a GPU (so copies are asynchronous DMA), plain on the CPU.
   virtual Result<std::shared_ptr<void>> allocate_host(size_t bytes) = 0;
 

@@ -16,17 +16,21 @@ constexpr int kThreads = 128;
 constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
 
-template <int kVec>  // dims per thread in the PV stage: 8 (16-byte loads) when head_dim % 8 == 0, else 1
+// kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
+// dimension when known at compile time (fully unrolled loads), or 0.
+template <int kVec, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) attention_kernel(
     const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-    const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int heads, int kv_heads, int hd,
-    int block_size, float scale, int splits, uint16_t* out, float* part_out, float* part_ml) {
+    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs, int heads,
+    int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out, float* part_out,
+    float* part_ml) {
+  const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[kMaxHeadDim];
   __shared__ float scores[kTile];
   __shared__ float scratch[32];
   __shared__ float partial[kThreads * (kVec == 8 ? 8 : 1)];
   __shared__ int seq_shared;
-  const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+  const int t = tokens[blockIdx.x], h = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
   if (tid == 0) {  // the sequence of this token: the last s with query_start[s] <= t
     int lo = 0, hi = num_seqs - 1;
     while (lo < hi) {
@@ -67,7 +71,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
       const uint16_t* kp = k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
       float dot = 0.0f;
       if ((hd & 7) == 0) {
-        for (int d = 0; d < hd; d += 8) {
+#pragma unroll
+        for (int d = 0; d < (kHeadDim > 0 ? kHeadDim : kMaxHeadDim); d += 8) {
+          if (kHeadDim == 0 && d >= hd) break;
           const uint4 raw = *reinterpret_cast<const uint4*>(kp + d);
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
@@ -128,21 +134,21 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     if (splits == 1) {
       out[row + d] = f2bf(running_sum > 0.0f ? v / running_sum : 0.0f);
     } else {
-      part_out[((static_cast<int64_t>(t) * heads + h) * splits + split) * hd + d] = v;
+      part_out[((static_cast<int64_t>(blockIdx.x) * heads + h) * splits + split) * hd + d] = v;
     }
   }
   if (splits > 1 && tid == 0) {
-    float* ml = part_ml + ((static_cast<int64_t>(t) * heads + h) * splits + split) * 2;
+    float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h) * splits + split) * 2;
     ml[0] = running_max;
     ml[1] = running_sum;
   }
 }
 
 // Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-__global__ void merge_splits_kernel(const float* part_out, const float* part_ml, int heads, int hd, int splits,
-                                    uint16_t* out) {
-  const int t = blockIdx.x, h = blockIdx.y;
-  const int64_t base = (static_cast<int64_t>(t) * heads + h) * splits;
+__global__ void merge_splits_kernel(const float* part_out, const float* part_ml, const int32_t* tokens, int heads,
+                                    int hd, int splits, uint16_t* out) {
+  const int t = tokens[blockIdx.x], h = blockIdx.y;
+  const int64_t base = (static_cast<int64_t>(blockIdx.x) * heads + h) * splits;
   float m = -INFINITY;
   for (int s = 0; s < splits; ++s) m = fmaxf(m, part_ml[(base + s) * 2]);
   float l = 0.0f;
@@ -173,25 +179,30 @@ size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int s
 }
 
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int num_tokens,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     float* workspace, uint16_t* out, cudaStream_t s) {
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens,
+                     int num_tokens, int num_seqs, int heads, int kv_heads, int head_dim, int block_size,
+                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads), static_cast<unsigned>(splits));
   float* part_out = workspace;
   float* part_ml = workspace + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  if (head_dim % 8 == 0) {
-    attention_kernel<8><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices,
-                                                  num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out,
-                                                  part_out, part_ml);
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD)                                                                        \
+  attention_kernel<VEC, HD><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr,         \
+                                                      block_indices, tokens, num_seqs, heads, kv_heads,       \
+                                                      head_dim, block_size, scale, splits, out, part_out, part_ml)
+  if (head_dim == 64) {
+    PHOTON_ATTENTION_LAUNCH(8, 64);
+  } else if (head_dim == 128) {
+    PHOTON_ATTENTION_LAUNCH(8, 128);
+  } else if (head_dim % 8 == 0) {
+    PHOTON_ATTENTION_LAUNCH(8, 0);
   } else {
-    attention_kernel<1><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices,
-                                                  num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out,
-                                                  part_out, part_ml);
+    PHOTON_ATTENTION_LAUNCH(1, 0);
   }
+#undef PHOTON_ATTENTION_LAUNCH
   if (splits > 1) {
     merge_splits_kernel<<<dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s>>>(
-        part_out, part_ml, heads, head_dim, splits, out);
+        part_out, part_ml, tokens, heads, head_dim, splits, out);
   }
 }
 

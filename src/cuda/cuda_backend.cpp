@@ -19,8 +19,6 @@ namespace {
 static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
-// Batches whose longest chunk has at least this many queries use the tiled prefill attention kernel.
-constexpr int kPrefillMinQueries = 16;
 // Split-KV partials: attention_splits keeps (tokens x heads x splits) under 1024 blocks, each head_dim + 2 floats.
 constexpr size_t kAttentionWorkspaceBytes = size_t{1024} * (256 + 2) * sizeof(float);
 
@@ -131,20 +129,22 @@ class CudaBackend final : public Backend {
       record(Status(StatusCode::kUnsupported, "the CUDA attention kernel needs head_dim <= 128 or a multiple of 8"));
       return;
     }
-    // Prompt chunks: tensor-core tiles of 64 queries sharing each K/V tile.
-    if (b.max_query_len >= kPrefillMinQueries &&
-        cuda::prefill_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
-                                b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(), b.num_seqs,
-                                b.max_query_len, heads, to_int(layout.num_kv_heads), hd, to_int(layout.block_size),
-                                scale, bf16_mut(out), stream_)) {
-      return;
+    // Long prompt chunks: tensor-core tiles of 64 queries sharing each K/V tile.
+    if (b.num_prefill_seqs > 0) {
+      cuda::prefill_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
+                              b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
+                              b.prefill_seqs.data<int32_t>(), b.num_prefill_seqs, b.max_prefill_query_len, heads,
+                              to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, bf16_mut(out),
+                              stream_);
     }
-    // Few tokens over long contexts split their keys across blocks (flash-decoding); the split count depends
-    // only on the batch's shape, so a captured graph always sees the same one.
-    const int splits = cuda::attention_splits(b.num_tokens, heads, b.max_seq_len);
+    // Decode tokens and short chunks: few tokens over long contexts split their keys across blocks
+    // (flash-decoding); the split count depends only on the batch's shape, so a captured graph always sees the
+    // same one.
+    const int splits = cuda::attention_splits(b.num_decode_tokens, heads, b.max_seq_len);
     cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
-                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(), b.num_seqs, b.num_tokens,
-                          heads, to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits,
+                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
+                          b.decode_tokens.data<int32_t>(), b.num_decode_tokens, b.num_seqs, heads,
+                          to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits,
                           static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
@@ -159,6 +159,9 @@ class CudaBackend final : public Backend {
   }
 
   bool supports_graphs() const override { return true; }
+  bool separates_long_chunks(int64_t head_dim) const override {
+    return cuda::prefill_attention_supported(static_cast<int>(head_dim));
+  }
   Status begin_capture() override {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     return Status::ok();

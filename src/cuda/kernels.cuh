@@ -25,12 +25,12 @@ void rope_cache_write(uint16_t* q, uint16_t* k, const uint16_t* v, const float* 
 int attention_splits(int num_tokens, int heads, int max_seq_len);
 /// f32 workspace the split path needs (0 for one split).
 size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int splits);
-/// Causal GQA attention over the paged cache; arguments as in photon::AttentionBatch. `workspace` holds
-/// attention_workspace_floats(...) floats when splits > 1.
+/// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
+/// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1.
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int num_tokens,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     float* workspace, uint16_t* out, cudaStream_t s);
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens,
+                     int num_tokens, int num_seqs, int heads, int kv_heads, int head_dim, int block_size,
+                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s);
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);
@@ -38,12 +38,14 @@ bool gemv_supported(int m, int k, int64_t ldx);
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s);
 
-/// Causal attention for prompt chunks on tensor cores (FlashAttention-2 style tiles of 64 queries x 64 keys),
-/// for head_dim 64 or 128; returns false (doing nothing) for other head dims.
-bool prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                       const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int max_query_len,
-                       int heads, int kv_heads, int head_dim, int block_size, float scale, uint16_t* out,
-                       cudaStream_t s);
+/// Whether prefill_attention handles this head dimension (64 or 128).
+bool prefill_attention_supported(int head_dim);
+/// Causal attention for the prompt chunks of the sequences listed in `seqs` on tensor cores (FlashAttention-2
+/// style tiles of 64 queries x 64 keys). `max_query_len` bounds those chunks.
+void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                       const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
+                       int max_query_len, int heads, int kv_heads, int head_dim, int block_size, float scale,
+                       uint16_t* out, cudaStream_t s);
 
 /// One row to sample: Gumbel-max over logits[row] / temperature (argmax when temperature is 0), among tokens whose
 /// probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.

@@ -34,11 +34,11 @@ struct Smem {
 template <int HD>
 __global__ void __launch_bounds__(kWarps * 32) prefill_kernel(
     const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-    const int32_t* block_indptr, const int32_t* block_indices, int tiles_per_seq, int heads, int kv_heads,
-    int block_size, float scale, uint16_t* out) {
+    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq, int heads,
+    int kv_heads, int block_size, float scale, uint16_t* out) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem<HD>& sm = *reinterpret_cast<Smem<HD>*>(smem_raw);
-  const int seq = blockIdx.x / tiles_per_seq, tile = blockIdx.x % tiles_per_seq, h = blockIdx.y;
+  const int seq = seqs[blockIdx.x / tiles_per_seq], tile = blockIdx.x % tiles_per_seq, h = blockIdx.y;
   const int q_len = query_start[seq + 1] - query_start[seq];
   const int q_begin = tile * kBlockQ;
   if (q_begin >= q_len) return;
@@ -167,8 +167,8 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_kernel(
 
 template <int HD>
 void launch(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-            const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int max_query_len, int heads,
-            int kv_heads, int block_size, float scale, uint16_t* out, cudaStream_t s) {
+            const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
+            int max_query_len, int heads, int kv_heads, int block_size, float scale, uint16_t* out, cudaStream_t s) {
   static bool configured = false;  // the attribute is per kernel and process-wide
   if (!configured) {
     cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -178,27 +178,26 @@ void launch(const uint16_t* q, const uint16_t* cache, const int32_t* query_start
   const int tiles = (max_query_len + kBlockQ - 1) / kBlockQ;
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
   prefill_kernel<HD><<<grid, kWarps * 32, sizeof(Smem<HD>), s>>>(q, cache, query_start, seq_lens, block_indptr,
-                                                                 block_indices, tiles, heads, kv_heads, block_size,
-                                                                 scale, out);
+                                                                 block_indices, seqs, tiles, heads, kv_heads,
+                                                                 block_size, scale, out);
 }
 
 }  // namespace
 
-bool prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                       const int32_t* block_indptr, const int32_t* block_indices, int num_seqs, int max_query_len,
-                       int heads, int kv_heads, int head_dim, int block_size, float scale, uint16_t* out,
-                       cudaStream_t s) {
+bool prefill_attention_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                       const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
+                       int max_query_len, int heads, int kv_heads, int head_dim, int block_size, float scale,
+                       uint16_t* out, cudaStream_t s) {
+  if (num_seqs == 0) return;
   if (head_dim == 64) {
-    launch<64>(q, cache, query_start, seq_lens, block_indptr, block_indices, num_seqs, max_query_len, heads, kv_heads,
-               block_size, scale, out, s);
-    return true;
-  }
-  if (head_dim == 128) {
-    launch<128>(q, cache, query_start, seq_lens, block_indptr, block_indices, num_seqs, max_query_len, heads,
+    launch<64>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len, heads,
+               kv_heads, block_size, scale, out, s);
+  } else {
+    launch<128>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len, heads,
                 kv_heads, block_size, scale, out, s);
-    return true;
   }
-  return false;
 }
 
 }  // namespace photon::cuda

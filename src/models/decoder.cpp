@@ -100,8 +100,8 @@ Status Decoder::allocate_workspace() {
   // One device buffer (and its host mirror) for all index arrays, so a step's upload is a few async copies.
   const int64_t seqs = limits_.max_num_seqs;
   Tensor* regions[] = {&ids_, &positions_, &slots_, &query_start_, &seq_lens_, &block_indptr_, &logits_indices_,
-                       &block_indices_};
-  const int64_t sizes[] = {t, t, t, seqs + 1, seqs, seqs + 1, l, limits_.max_num_blocks};
+                       &decode_tokens_, &prefill_seqs_, &block_indices_};
+  const int64_t sizes[] = {t, t, t, seqs + 1, seqs, seqs + 1, l, t, seqs, limits_.max_num_blocks};
   int64_t total = 0;
   for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // 64-byte aligned regions
   auto indices = Tensor::empty({total}, DType::kI32, a);
@@ -178,7 +178,23 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
   return Status::ok();
 }
 
-void Decoder::upload(const ForwardBatch& b) {
+void Decoder::upload(const ForwardBatch& b, Shape& shape) {
+  decode_host_.clear();
+  prefill_host_.clear();
+  shape.max_prefill_query_len = 0;
+  const bool separate_long_chunks = backend_.separates_long_chunks(config_.head_dim);
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    const auto u = static_cast<size_t>(s);
+    const int32_t q_len = b.query_start[u + 1] - b.query_start[u];
+    if (q_len >= AttentionBatch::kLongChunk && separate_long_chunks) {
+      prefill_host_.push_back(s);
+      shape.max_prefill_query_len = std::max<int64_t>(shape.max_prefill_query_len, q_len);
+    } else {
+      for (int32_t r = b.query_start[u]; r < b.query_start[u + 1]; ++r) decode_host_.push_back(r);
+    }
+  }
+  shape.decode_tokens = static_cast<int64_t>(decode_host_.size());
+  shape.prefill_seqs = static_cast<int64_t>(prefill_host_.size());
   auto* host = static_cast<int32_t*>(staging_.get());
   auto put = [&](const std::vector<int32_t>& src, Tensor& dst) {
     if (src.empty()) return;
@@ -195,6 +211,8 @@ void Decoder::upload(const ForwardBatch& b) {
   put(b.block_indptr, block_indptr_);
   put(b.block_indices, block_indices_);
   put(b.logits_indices, logits_indices_);
+  put(decode_host_, decode_tokens_);
+  put(prefill_host_, prefill_seqs_);
 }
 
 int64_t Decoder::graph_bucket(const ForwardBatch& b) const {
@@ -228,7 +246,7 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
     bucket = 0;  // no room for the padding's block-table entries
   }
   if (bucket == 0) {
-    upload(b);
+    upload(b, shape);
     run(shape, kv);
     PHOTON_RETURN_IF_ERROR(backend_.take_error());
     return logits_.slice_rows(0, shape.logits);
@@ -246,7 +264,7 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
   graph_shape.blocks = limits_.max_num_blocks;
   graph_shape.max_seq_len = limits_.max_seq_len;  // fixes the attention split count for every replay
   graph_shape.max_query_len = 1;
-  upload(padded_);
+  upload(padded_, graph_shape);
   const auto key = std::make_pair(bucket, static_cast<const void*>(kv.layer(0).raw()));
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
@@ -276,6 +294,11 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   attn_batch.block_indptr = block_indptr_.slice_rows(0, s + 1);
   attn_batch.block_indices = block_indices_.slice_rows(0, shape.blocks);
   attn_batch.slot_mapping = slots_.slice_rows(0, t);
+  attn_batch.num_decode_tokens = static_cast<int32_t>(shape.decode_tokens);
+  attn_batch.decode_tokens = decode_tokens_.slice_rows(0, shape.decode_tokens);
+  attn_batch.num_prefill_seqs = static_cast<int32_t>(shape.prefill_seqs);
+  attn_batch.max_prefill_query_len = static_cast<int32_t>(shape.max_prefill_query_len);
+  attn_batch.prefill_seqs = prefill_seqs_.slice_rows(0, shape.prefill_seqs);
   const Tensor ids = ids_.slice_rows(0, t);
   const Tensor positions = positions_.slice_rows(0, t);
   Tensor residual = residual_.slice_rows(0, t);

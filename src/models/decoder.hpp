@@ -70,12 +70,14 @@ class Decoder {
   // The host-side numbers a pass's operations depend on (grid sizes, GEMM shapes): a graph is captured per shape.
   struct Shape {
     int64_t tokens = 0, seqs = 0, logits = 0, blocks = 0, max_seq_len = 0, max_query_len = 0;
+    int64_t decode_tokens = 0, prefill_seqs = 0, max_prefill_query_len = 0;
   };
 
   Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits);
   Status allocate_workspace();
   Status validate(const ForwardBatch& batch, const PagedKvCache& kv_cache) const;
-  void upload(const ForwardBatch& batch);
+  /// Copies the batch's arrays (and its decode / prefill split) to the device; fills the shape's split counts.
+  void upload(const ForwardBatch& batch, Shape& shape);
   void run(const Shape& shape, PagedKvCache& kv_cache);
   /// The graph bucket for a decode-only batch of `tokens` sequences, or 0 when it runs eagerly.
   int64_t graph_bucket(const ForwardBatch& batch) const;
@@ -92,6 +94,8 @@ class Decoder {
   Tensor indices_;
   std::shared_ptr<void> staging_;
   Tensor ids_, positions_, slots_, query_start_, seq_lens_, block_indptr_, block_indices_, logits_indices_;
+  Tensor decode_tokens_, prefill_seqs_;
+  std::vector<int32_t> decode_host_, prefill_host_;
   ForwardBatch padded_;
   std::map<std::pair<int64_t, const void*>, int> graphs_;  // (bucket, KV cache) -> graph id
   Tensor residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, cos_, sin_, last_hidden_, logits_;
