@@ -53,9 +53,13 @@ bench() {  # bench NAME TIMEOUT_S ARGS...
   local name=$1 limit=$2
   shift 2
   [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
-  local line
-  if line=$(timeout "$limit" "$build/bin/photon" bench --device cuda --json "$@" 2>"$out/bench-$name.err" | tail -1) &&
-     [ -n "$line" ]; then
+  local line rc tmp
+  tmp=$(mktemp)
+  timeout "$limit" "$build/bin/photon" bench --device cuda --json "$@" >"$tmp" 2>"$tmp.err"
+  rc=$?
+  line=$(tail -1 "$tmp")
+  { echo "== $name (exit $rc): $*"; cat "$tmp" "$tmp.err"; } >>"$out/bench.log"
+  if [ "$rc" -eq 0 ] && [ -n "$line" ]; then
     echo "{\"name\":\"$name\",\"args\":\"$*\",\"result\":$line}" >>"$results"
     python3 - "$name" "$line" "$hbm" <<'PY' | tee -a "$summary"
 import json, sys
@@ -70,8 +74,9 @@ print(f"- {name}: {r['output_tok_per_s']:.1f} out tok/s, {r['total_tok_per_s']:.
       f"TPOT p50 {r['tpot_ms']['p50'] if r['tpot_ms']['p50'] is not None else float('nan'):.2f} ms{roof}")
 PY
   else
-    status=1; note "- $name: FAILED or timed out ($limit s): $(tail -2 "$out/bench-$name.err" | tr '\n' ' ')"
+    status=1; note "- $name: FAILED (exit $rc; 124 is a timeout after $limit s): $(tail -3 "$tmp.err" | tr '\n' ' ')"
   fi
+  rm -f "$tmp" "$tmp.err"
 }
 bench llama1b-b1 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256
 bench qwen06b-b1 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 256

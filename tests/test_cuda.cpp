@@ -15,6 +15,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/kernels.cuh"
 #include "engine/sampler.hpp"
 
 using namespace photon;
@@ -259,6 +260,16 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     INFO("head_dim " << hd << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);
+  }
+}
+
+TEST_CASE("attention split counts stay within the workspace, also for no decode tokens", "[cuda]") {
+  CHECK(cuda::attention_splits(0, 32, 4096) == 1);  // a step of prompt chunks only
+  CHECK(cuda::attention_splits(1, 32, 100) == 1);   // one tile: nothing to split
+  CHECK(cuda::attention_splits(1, 32, 4096) == 16);
+  CHECK(cuda::attention_splits(256, 32, 4096) == 1);
+  for (int t : {1, 3, 7, 15}) {
+    for (int len : {1, 200, 5000, 100000}) CHECK(t * 32 * cuda::attention_splits(t, 32, len) < 1024);
   }
 }
 

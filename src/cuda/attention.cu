@@ -168,7 +168,7 @@ __global__ void merge_splits_kernel(const float* part_out, const float* part_ml,
 int attention_splits(int num_tokens, int heads, int max_seq_len) {
   // Enough blocks to fill the GPU (about four per SM on 132 SMs), never splits shorter than one tile.
   const int blocks = num_tokens * heads;
-  if (blocks >= 512) return 1;
+  if (blocks == 0 || blocks >= 512) return 1;
   const int by_occupancy = (512 + blocks - 1) / blocks;
   const int by_length = (max_seq_len + kTile - 1) / kTile;
   return max(1, min(min(by_occupancy, by_length), 64));
