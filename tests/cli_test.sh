@@ -119,5 +119,21 @@ check "one rejected request" 0 'max_model_len.*"finish_reason":"error"' -- "$pho
 check "both prompt forms" 2 "exactly one of" -- "$photon" generate --model "$ref_dir" --requests "$reqs" --prompt-ids 1
 rm -f "$reqs" "$batch_err"
 
+# tokenize / detokenize against the golden ids (when the tokenizer files have been fetched).
+tok_dir="${PHOTON_TOKENIZER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/photon/tokenizers}/llama3"
+if [ -f "$tok_dir/tokenizer.json" ]; then
+  got=$(head -5 "$data/tokenizer/corpus.jsonl" | "$photon" tokenize --tokenizer "$tok_dir")
+  want=$(head -5 "$data/tokenizer/llama3.golden.jsonl" | python3 -c "import json,sys; [print(json.dumps(json.loads(l)['ids'], separators=(',', ':'))) for l in sys.stdin]")
+  if [ "$got" = "$want" ]; then pass=$((pass + 1)); else echo "FAIL: photon tokenize ids"; failures=$((failures + 1)); fi
+  check "tokenize with BOS" 0 "^\[128000,9906\]" -- bash -c "echo '\"Hello\"' | '$photon' tokenize --tokenizer '$tok_dir' --add-special-tokens"
+  check "detokenize" 0 '^"<\|begin_of_text\|>Hello world!"$' -- bash -c "echo '[128000,9906,1917,0]' | '$photon' detokenize --tokenizer '$tok_dir'"
+  check "tokenize bad line" 1 "stdin line 2: expected one JSON string" -- bash -c "printf '\"ok\"\\n[1]\\n' | '$photon' tokenize --tokenizer '$tok_dir'"
+  check "detokenize bad id" 1 "outside the vocabulary" -- bash -c "echo '[1,99999999]' | '$photon' detokenize --tokenizer '$tok_dir'"
+else
+  echo "SKIP: tokenizer CLI checks (run scripts/fetch-tokenizers.sh)"
+fi
+check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
+check "tokenize missing file" 1 "no tokenizer.json" -- "$photon" tokenize --tokenizer /tmp
+
 echo "$pass passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -6,5 +6,7 @@ namespace photon::cli {
 
 int run_generate(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
+int run_detokenize(int argc, char** argv);
 
 }  // namespace photon::cli

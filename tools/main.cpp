@@ -19,6 +19,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", "generate from token-id prompts (one, or a JSON Lines batch), with logprobs", photon::cli::run_generate},
     {"bench", "offline throughput and latency benchmark on random prompts", photon::cli::run_bench},
+    {"tokenize", "text (JSON Lines of strings) to token ids", photon::cli::run_tokenize},
+    {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
 };
 
 void print_help() {

@@ -7,8 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -46,14 +45,22 @@ MappedFile::~MappedFile() {
 }
 
 Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
     return Status(StatusCode::kNotFound, fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, fmt::format("error while reading '{}'", path));
-  return ss.str();
+  std::string out;
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+  const size_t got = out.empty() ? 0 : std::fread(out.data(), 1, out.size(), f);
+  out.resize(got);
+  // Files that report no size (pipes, /proc) are read in chunks.
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Status(StatusCode::kIoError, fmt::format("error while reading '{}'", path));
+  return out;
 }
 
 }  // namespace photon

@@ -12,6 +12,7 @@
 #include "core/mapped_file.hpp"
 #include "tokenizer/bpe.hpp"
 #include "tokenizer/decoder.hpp"
+#include "tokenizer/json_scan.hpp"
 #include "tokenizer/normalizer.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/utf8.hpp"
@@ -211,12 +212,12 @@ struct Tokenizer::Impl {
         if (!(skip_special && added[a->second].special)) tokens.push_back(added[a->second].content);
         continue;
       }
-      const std::string* t = model->id_to_token(id);
-      if (t == nullptr) {
+      const auto t = model->id_to_token(id);
+      if (!t) {
         return Status(StatusCode::kInvalidArgument,
                       fmt::format("token id {} is outside the vocabulary (0..{})", id, vocab_size - 1));
       }
-      tokens.push_back(*t);
+      tokens.emplace_back(*t);
     }
     if (decoder) decoder->decode_chain(tokens);
     std::string out;
@@ -244,7 +245,25 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
     config_path = file.parent_path() / "tokenizer_config.json";
   }
   PHOTON_ASSIGN_OR_RETURN(std::string text, read_text_file(file.string()));
-  const json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The vocabulary and merges are most of the file: scan them directly and parse the rest as a DOM.
+  size_t model_begin = 0, model_end = 0, vocab_begin = 0, vocab_end = 0, merges_begin = 0, merges_end = 0;
+  std::string_view vocab_text, merges_text;
+  std::string rest;
+  if (json_scan::find_member(text, 0, "model", &model_begin, &model_end) &&
+      json_scan::find_member(text, model_begin, "vocab", &vocab_begin, &vocab_end) &&
+      json_scan::find_member(text, model_begin, "merges", &merges_begin, &merges_end)) {
+    vocab_text = std::string_view(text).substr(vocab_begin, vocab_end - vocab_begin);
+    merges_text = std::string_view(text).substr(merges_begin, merges_end - merges_begin);
+    const bool vocab_first = vocab_begin < merges_begin;
+    const size_t b1 = vocab_first ? vocab_begin : merges_begin, e1 = vocab_first ? vocab_end : merges_end;
+    const size_t b2 = vocab_first ? merges_begin : vocab_begin, e2 = vocab_first ? merges_end : vocab_end;
+    rest.reserve(text.size() - (e1 - b1) - (e2 - b2) + 4);
+    rest.append(text, 0, b1).append(vocab_first ? "{}" : "[]").append(text, e1, b2 - e1);
+    rest.append(vocab_first ? "[]" : "{}").append(text, e2, std::string::npos);
+  } else {
+    rest = text;  // unusual layout: let the full parser report what is wrong
+  }
+  const json root = json::parse(rest, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
     return Status(StatusCode::kFormatError, fmt::format("{}: not a well-formed JSON object", file.string()));
   }
@@ -257,7 +276,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   auto pre = make_pre_tokenizer(root.value("pre_tokenizer", json()));
   if (!pre) return in_file(pre.status());
   m.pre_tokenizer = std::move(*pre);
-  auto model = BpeModel::from_json(root.value("model", json()));
+  auto model = BpeModel::from_json(root.value("model", json()), vocab_text, merges_text);
   if (!model) return in_file(model.status());
   m.model = std::move(*model);
   auto decoder = make_token_decoder(root.value("decoder", json()));
@@ -340,8 +359,8 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_sp
 std::string Tokenizer::token_to_piece(int32_t id) const {
   const auto a = impl_->added_by_id.find(id);
   if (a != impl_->added_by_id.end()) return impl_->added[a->second].content;
-  const std::string* t = impl_->model->id_to_token(id);
-  return t ? *t : std::string();
+  const auto t = impl_->model->id_to_token(id);
+  return t ? std::string(*t) : std::string();
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
