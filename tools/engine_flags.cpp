@@ -19,6 +19,7 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
                                       "dummy:tiny-llama3, dummy:tiny-qwen3");
   a.option("load-format", "auto|safetensors|dummy", "dummy: random weights for a folder holding only config.json",
            "auto");
+  a.option("tokenizer", "DIR_OR_FILE", "tokenizer folder or tokenizer.json (default: the model folder's, if any)");
   a.option("dtype", "bf16|f16|f32", "dtype of dummy weights (the GPU computes in bf16)", "bf16");
   a.option("device", "cpu|cuda|cuda:N", std::string("where to run") +
                                             (std::string(d.device) == "auto" ? " (default: cuda when a GPU is "
@@ -46,6 +47,7 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
 Status read_engine_config(const Args& a, EngineConfig& c) {
   if (!a.has("model")) return bad("option '--model' is required");
   c.model = a.get("model");
+  c.tokenizer = a.get("tokenizer");
   c.load_format = a.get("load-format");
   if (c.load_format != "auto" && c.load_format != "safetensors" && c.load_format != "dummy") {
     return bad(fmt::format("option '--load-format' must be auto, safetensors or dummy, not '{}'", c.load_format));

@@ -14,7 +14,7 @@ struct EngineFlagDefaults {
   int max_num_batched_tokens;
 };
 
-/// Registers --model, --load-format, --dtype, --device, --seed, --max-num-seqs, --max-num-batched-tokens,
+/// Registers --model, --load-format, --tokenizer, --dtype, --device, --seed, --max-num-seqs, --max-num-batched-tokens,
 /// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory, --memory-utilization, --kv-cache-dtype,
 /// --enable-prefix-caching / --no-prefix-caching, --threads and --log-level.
 void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);

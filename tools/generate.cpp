@@ -27,11 +27,14 @@ using Clock = std::chrono::steady_clock;
 
 struct Job {
   std::vector<int32_t> prompt;
+  std::optional<std::string> text;  // a text prompt, tokenized by the engine
   SamplingParams params;
 };
 
 struct Outcome {
+  std::vector<int32_t> prompt;
   std::vector<int32_t> output;
+  std::string text;
   json logprobs = nullptr;
   json prompt_logprobs = nullptr;
   std::string finish_reason;
@@ -45,15 +48,18 @@ json logprob_json(const TokenLogprob& lp) {
 }
 
 Args make_args() {
-  Args a("photon generate --model DIR|dummy:NAME (--prompt-ids IDS | --requests FILE) [options]",
+  Args a("photon generate --model DIR|dummy:NAME (--prompt TEXT | --prompt-ids IDS | --requests FILE) [options]",
          "Generates continuations of token-id prompts through the engine (continuous batching over a paged KV "
          "cache). One request comes from --prompt-ids and the sampling flags; --requests runs a JSON Lines file of "
          "requests at once and prints one JSON line per request, in input order.");
   a.option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 128000,9906,1917");
+  a.option("prompt", "TEXT", "prompt as text (needs a tokenizer: the model folder's, or --tokenizer)");
+  a.option("stop", "TEXT", "a stop string: generation ends before it (needs a tokenizer)");
   a.option("requests", "FILE.jsonl", "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
                                      "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
-                                     "presence_penalty, frequency_penalty, seed, ignore_eos, stop_token_ids, "
-                                     "logprobs, prompt_logprobs, priority); missing fields take the flags' values");
+                                     "presence_penalty, frequency_penalty, seed, ignore_eos, stop, stop_token_ids, "
+                                     "logprobs, prompt_logprobs, priority); {\"prompt\":\"text\"} needs a "
+                                     "tokenizer; missing fields take the flags' values");
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
   a.option("temperature", "T", "0 for greedy; above 0 samples from softmax(logits / T)", "0");
@@ -93,6 +99,7 @@ Status read_sampling_flags(const Args& a, SamplingParams& p) {
   p.repetition_penalty = static_cast<float>(rep);
   p.presence_penalty = static_cast<float>(pres);
   p.frequency_penalty = static_cast<float>(freq);
+  if (a.has("stop")) p.stop.push_back(a.get("stop"));
   if (a.has("stop-token-ids")) {
     PHOTON_ASSIGN_OR_RETURN(p.stop_token_ids, a.get_int_list("stop-token-ids"));
   }
@@ -141,8 +148,9 @@ Result<Job> parse_request_line(const std::string& line, const SamplingParams& de
       PHOTON_ASSIGN_OR_RETURN(job.prompt, id_list(v, k));
       has_prompt = true;
     } else if (k == "prompt") {
-      return Status(StatusCode::kUnsupported, "'prompt' (text) needs a tokenizer, which this build cannot load yet; "
-                                              "give 'prompt_ids'");
+      if (!v.is_string()) return bad("'prompt' must be a string");
+      job.text = v.get<std::string>();
+      has_prompt = true;
     } else if (k == "max_tokens") {
       PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
       if (n < 1 || n > (1 << 24)) return bad("'max_tokens' must be from 1 to 16777216");
@@ -182,9 +190,17 @@ Result<Job> parse_request_line(const std::string& line, const SamplingParams& de
     } else if (k == "stop_token_ids") {
       PHOTON_ASSIGN_OR_RETURN(p.stop_token_ids, id_list(v, k));
     } else if (k == "stop") {
-      if (!(v.is_string() || (v.is_array() && !v.empty()))) return bad("'stop' must be a string or strings");
-      return Status(StatusCode::kUnsupported, "'stop' strings need a tokenizer, which this build cannot load yet; "
-                                              "use 'stop_token_ids'");
+      p.stop.clear();
+      if (v.is_string()) {
+        p.stop.push_back(v.get<std::string>());
+      } else if (v.is_array()) {
+        for (const json& x : v) {
+          if (!x.is_string()) return bad("'stop' must be a string or an array of strings");
+          p.stop.push_back(x.get<std::string>());
+        }
+      } else if (!v.is_null()) {
+        return bad("'stop' must be a string or an array of strings");
+      }
     } else if (k == "logprobs" || k == "prompt_logprobs") {
       std::optional<int32_t>& field = k == "logprobs" ? p.logprobs : p.prompt_logprobs;
       if (v.is_null()) {
@@ -202,7 +218,8 @@ Result<Job> parse_request_line(const std::string& line, const SamplingParams& de
       return bad(fmt::format("unknown field '{}'", k));
     }
   }
-  if (!has_prompt) return bad("each request needs 'prompt_ids'");
+  if (!has_prompt) return bad("each request needs 'prompt_ids' or 'prompt'");
+  if (j.contains("prompt_ids") && j.contains("prompt")) return bad("give 'prompt_ids' or 'prompt', not both");
   return job;
 }
 
@@ -223,12 +240,13 @@ Result<std::vector<Job>> read_requests_file(const std::string& path, const Sampl
   return jobs;
 }
 
-json outcome_json(const Job& job, const Outcome& o) {
-  json j = {{"prompt_ids", job.prompt},
+json outcome_json(const Outcome& o, bool with_text) {
+  json j = {{"prompt_ids", o.prompt},
             {"output_ids", o.output},
             {"finish_reason", o.finish_reason},
             {"prompt_logprobs", o.prompt_logprobs},
             {"logprobs", o.logprobs}};
+  if (with_text) j["text"] = o.text;
   if (!o.error.empty()) j["error"] = o.error;
   return j;
 }
@@ -238,14 +256,18 @@ Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs)
   PHOTON_RETURN_IF_ERROR(read_engine_config(a, config));
   SamplingParams defaults;
   PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, defaults));
-  if (a.has("requests") == a.has("prompt-ids")) {
-    return bad("give exactly one of '--prompt-ids' (one request) and '--requests FILE' (a batch)");
+  if (a.has("requests") + a.has("prompt-ids") + a.has("prompt") != 1) {
+    return bad("give exactly one of '--prompt-ids' or '--prompt' (one request) and '--requests FILE' (a batch)");
   }
   if (a.has("requests")) {
     PHOTON_ASSIGN_OR_RETURN(jobs, read_requests_file(a.get("requests"), defaults));
   } else {
     Job job;
-    PHOTON_ASSIGN_OR_RETURN(job.prompt, a.get_int_list("prompt-ids"));
+    if (a.has("prompt")) {
+      job.text = a.get("prompt");
+    } else {
+      PHOTON_ASSIGN_OR_RETURN(job.prompt, a.get_int_list("prompt-ids"));
+    }
     job.params = defaults;
     jobs.push_back(std::move(job));
   }
@@ -270,7 +292,15 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (jobs[i].params.logprobs) outcomes[i].logprobs = json::array();
     if (jobs[i].params.prompt_logprobs) outcomes[i].prompt_logprobs = json::array({nullptr});
-    auto id = engine->submit(jobs[i].prompt, jobs[i].params);
+    outcomes[i].prompt = jobs[i].prompt;
+    if (jobs[i].text) {
+      if (engine->tokenizer() == nullptr) {
+        return Status(StatusCode::kInvalidArgument, "a text prompt needs a tokenizer: give --tokenizer DIR, or a "
+                                                    "model folder that holds tokenizer.json");
+      }
+      outcomes[i].prompt = engine->tokenizer()->encode(*jobs[i].text, /*add_special_tokens=*/true);
+    }
+    auto id = engine->submit(outcomes[i].prompt, jobs[i].params);
     if (!id) {
       if (jobs.size() == 1) return id.status();
       outcomes[i].finish_reason = "error";
@@ -286,6 +316,7 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
     for (RequestEvent& e : engine->poll()) {
       Outcome& o = outcomes[index_of.at(e.request_id)];
       o.output.insert(o.output.end(), e.token_ids.begin(), e.token_ids.end());
+      o.text += e.text;
       for (const auto& lp : e.logprobs) o.logprobs.push_back(logprob_json(lp));
       for (const auto& lp : e.prompt_logprobs) o.prompt_logprobs.push_back(logprob_json(lp));
       if (e.finished) {
@@ -300,7 +331,9 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
   const bool as_json = a.has("json") || a.has("requests");
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (as_json) {
-      fmt::print("{}\n", outcome_json(jobs[i], outcomes[i]).dump());
+      fmt::print("{}\n", outcome_json(outcomes[i], engine->tokenizer() != nullptr).dump());
+    } else if (engine->tokenizer() != nullptr) {
+      fmt::print("{}\n[finish_reason: {}]\n", outcomes[i].text, outcomes[i].finish_reason);
     } else {
       fmt::print("output_ids: {}\nfinish_reason: {}\n", fmt::join(outcomes[i].output, ","),
                  outcomes[i].finish_reason);

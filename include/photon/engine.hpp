@@ -30,6 +30,7 @@
 #include <photon/export.hpp>
 #include <photon/sampling.hpp>
 #include <photon/status.hpp>
+#include <photon/tokenizer.hpp>
 
 namespace photon {
 
@@ -67,6 +68,9 @@ struct EngineConfig {
   bool enforce_eager = false;
   /// Seed of dummy weights and of requests that carry no seed.
   uint64_t seed = 0;
+  /// Tokenizer folder or tokenizer.json; "" uses the model folder's when it has one. Without a tokenizer the
+  /// engine takes token ids only (no text prompts, text deltas or stop strings).
+  std::string tokenizer;
   /// Called while weights load with (bytes done, bytes total); may be empty. Runs on the creating thread.
   std::function<void(uint64_t done, uint64_t total)> load_progress;
 };
@@ -90,6 +94,7 @@ PHOTON_API const char* finish_reason_name(FinishReason reason);
 struct RequestEvent {
   uint64_t request_id = 0;
   std::vector<int32_t> token_ids;          ///< tokens generated since the last event
+  std::string text;                        ///< their text: whole UTF-8 characters only, stop strings never included
   std::vector<TokenLogprob> logprobs;      ///< one per token in token_ids when logprobs were requested
   /// Prompt logprobs for positions [prompt_logprobs_begin, ...): position 0 has none. Sent once computed.
   std::vector<TokenLogprob> prompt_logprobs;
@@ -150,6 +155,11 @@ class PHOTON_API Engine {
   /// Queues a request for `prompt` token ids; returns its id (unique for this engine). Rejects prompts that cannot
   /// fit (max_model_len, whole KV cache), ids outside the vocabulary and invalid parameters.
   Result<uint64_t> submit(std::vector<int32_t> prompt, const SamplingParams& params);
+  /// Same for a text prompt, tokenized with the engine's tokenizer (special tokens such as BOS added as the
+  /// tokenizer's post-processor says). kUnsupported without a tokenizer.
+  Result<uint64_t> submit_text(std::string_view prompt, const SamplingParams& params);
+  /// The engine's tokenizer, or nullptr when it has none. Valid for the engine's lifetime.
+  const Tokenizer* tokenizer() const;
   /// Ends a request at the next step boundary (its KV blocks are freed then); it reports kCancelled.
   /// kNotFound when the id is unknown or already finished.
   Status cancel(uint64_t request_id);

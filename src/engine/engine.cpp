@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -20,6 +21,7 @@
 #endif
 #include "engine/model_runner.hpp"
 #include "engine/sampler.hpp"
+#include "engine/text_stream.hpp"
 #include "models/model_loader.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -91,6 +93,7 @@ const char* finish_reason_name(FinishReason reason) {
 
 struct Engine::Impl {
   EngineConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
   ModelInfo info;
   Clock::time_point epoch = Clock::now();
   std::unique_ptr<Backend> backend;
@@ -128,7 +131,8 @@ struct Engine::Impl {
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
   Status step();
   void emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
-            std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error = {});
+            std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error = {},
+            std::string text = {});
   void refresh_stats();
   void run_loop();
 };
@@ -175,6 +179,24 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   PHOTON_ASSIGN_OR_RETURN(LoadedModel model, load_model(source, *m.backend, config.load_progress));
   const ModelConfig mc = model.config;
   m.weight_bytes = model.weights.bytes;
+  {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::string path = config.tokenizer;
+    if (path.empty() && !config.model.starts_with("dummy:") && fs::exists(fs::path(config.model) / "tokenizer.json", ec)) {
+      path = config.model;
+    }
+    if (!path.empty()) {
+      auto tok = Tokenizer::load(path);
+      if (!tok) return tok.status().with_context("loading the tokenizer");
+      if ((*tok)->vocab_size() > mc.vocab_size) {
+        return Status(StatusCode::kInvalidArgument,
+                      fmt::format("the tokenizer has {} ids but the model only {}; give the model's own tokenizer",
+                                  (*tok)->vocab_size(), mc.vocab_size));
+      }
+      m.tokenizer = std::move(*tok);
+    }
+  }
 
   int32_t max_model_len = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, INT32_MAX / 2));
   if (config.max_model_len > 0) {
@@ -259,9 +281,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParams& params) {
   Impl& m = *impl_;
   PHOTON_RETURN_IF_ERROR(params.validate(m.info.vocab_size));
-  if (!params.stop.empty()) {
-    return Status(StatusCode::kUnsupported, "stop strings need a tokenizer, which this engine does not have; use "
-                                            "stop_token_ids");
+  if (!params.stop.empty() && !m.tokenizer) {
+    return Status(StatusCode::kUnsupported, "stop strings need a tokenizer, which this engine does not have; give "
+                                            "one (EngineConfig::tokenizer) or use stop_token_ids");
   }
   if (prompt.empty()) return Status(StatusCode::kInvalidArgument, "the prompt is empty; give at least one token");
   for (int32_t id : prompt) {
@@ -278,6 +300,7 @@ Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParam
                               prompt.size(), params.max_tokens, total, m.info.max_model_len));
   }
   auto r = std::make_unique<Request>();
+  if (m.tokenizer) r->text_stream = std::make_shared<TextStream>(*m.tokenizer, prompt, params.stop);
   r->params = params;
   r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
   r->tokens = std::move(prompt);
@@ -294,6 +317,16 @@ Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParam
   m.work_cv.notify_all();
   return id;
 }
+
+Result<uint64_t> Engine::submit_text(std::string_view prompt, const SamplingParams& params) {
+  if (!impl_->tokenizer) {
+    return Status(StatusCode::kUnsupported, "this engine has no tokenizer, so it takes token ids only; give one "
+                                            "(EngineConfig::tokenizer, or a model folder with tokenizer.json)");
+  }
+  return submit(impl_->tokenizer->encode(prompt, /*add_special_tokens=*/true), params);
+}
+
+const Tokenizer* Engine::tokenizer() const { return impl_->tokenizer.get(); }
 
 Status Engine::cancel(uint64_t id) {
   Impl& m = *impl_;
@@ -328,10 +361,12 @@ Status Engine::cancel(uint64_t id) {
 }
 
 void Engine::Impl::emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
-                        std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error) {
+                        std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error,
+                        std::string text) {
   RequestEvent e;
   e.request_id = r.id;
   e.token_ids = std::move(new_tokens);
+  e.text = std::move(text);
   e.logprobs = std::move(logprobs);
   e.prompt_logprobs = std::move(prompt_logprobs);
   e.prompt_logprobs_begin = prompt_begin;
@@ -476,14 +511,26 @@ Status Engine::Impl::step() {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     Request& r = *out.scheduled[i].request;
     std::vector<int32_t> new_tokens;
+    std::string text;
     if (out.scheduled[i].sample && sampled[i] >= 0) {
       new_tokens.push_back(sampled[i]);
       ++num_generated_tokens;
       if (r.first_token_time == 0.0) r.first_token_time = t;
+      if (auto* stream = static_cast<TextStream*>(r.text_stream.get())) {
+        bool stopped = false;
+        text = stream->push(sampled[i], &stopped);
+        if (stopped) {
+          // A stop string completed: the request ends here whatever else the token did.
+          if (!r.is_finished()) scheduler->finish_request(r.id, FinishReason::kStop);
+          r.finish_reason = FinishReason::kStop;
+        } else if (r.is_finished()) {
+          text += stream->finish();
+        }
+      }
     }
     if (new_tokens.empty() && pending[i].prompt_logprobs.empty() && !r.is_finished()) continue;
     emit(r, std::move(new_tokens), std::move(pending[i].logprobs), std::move(pending[i].prompt_logprobs),
-         pending[i].prompt_begin);
+         pending[i].prompt_begin, {}, std::move(text));
   }
   scheduler->remove_finished();
   ++num_steps;
