@@ -8,7 +8,8 @@
  *   - Handles are opaque. Each *_create has a *_destroy; destroy functions accept NULL.
  *   - Parameter structs start with `struct_size`; initialise them with their *_default() function, then change
  *     fields. The library reads only the fields that fit in struct_size, so programs built against older headers
- *     keep working with newer libraries.
+ *     keep working with newer libraries. Bindings that declare their own copy of a struct (ctypes, cgo) set
+ *     struct_size to the size of their declaration.
  *   - Functions return photon_status (PHOTON_OK is 0). On an error, photon_engine_last_error(engine) — or
  *     photon_last_error() for functions without an engine, such as photon_engine_create — returns a message that
  *     says what went wrong and what to change.
@@ -89,6 +90,7 @@ typedef struct photon_engine_params {
   int32_t max_model_len;        /* 0: the model's context */
   int32_t enable_prefix_caching; /* non-zero (default) to reuse shared prompt prefixes */
   uint64_t seed;                /* dummy weights and unseeded requests */
+  const char* tokenizer;        /* tokenizer folder or file; NULL: the model folder's tokenizer.json if any */
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);
@@ -126,6 +128,8 @@ typedef struct photon_sampling_params {
   int32_t logprobs;           /* < 0: none; else report each token's logprob and the top N */
   int32_t prompt_logprobs;    /* < 0: none; else each prompt token's logprob and the top N */
   int32_t priority;           /* lower first */
+  const char* const* stop;    /* stop strings (copied during photon_submit); need a tokenizer */
+  size_t num_stop;
 } photon_sampling_params;
 
 PHOTON_C_API photon_sampling_params photon_sampling_params_default(void);
@@ -133,6 +137,10 @@ PHOTON_C_API photon_sampling_params photon_sampling_params_default(void);
 /* Queues a request for `num_tokens` prompt ids (copied). *out_request_id receives its id. */
 PHOTON_C_API photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t num_tokens,
                                          const photon_sampling_params* params, uint64_t* out_request_id);
+/* Same for a UTF-8 text prompt, tokenized by the engine's tokenizer (BOS added as the tokenizer says);
+ * PHOTON_ERROR_UNSUPPORTED when the engine has no tokenizer. */
+PHOTON_C_API photon_status photon_submit_text(photon_engine* engine, const char* prompt,
+                                              const photon_sampling_params* params, uint64_t* out_request_id);
 /* Ends a request at the next step boundary; it then reports PHOTON_FINISH_CANCELLED. */
 PHOTON_C_API photon_status photon_cancel(photon_engine* engine, uint64_t request_id);
 /* Runs one schedule -> forward -> sample -> update iteration (nothing when idle). */
@@ -169,6 +177,8 @@ typedef struct photon_event {
   double arrival_time;        /* seconds on the engine's clock */
   double first_token_time;    /* 0 until the first token */
   double finish_time;         /* 0 until finished */
+  const char* text;           /* UTF-8 text of token_ids ("" without a tokenizer); never half a character */
+  size_t text_len;
 } photon_event;
 
 /* Moves up to `capacity` pending events into `events` and sets *out_count. Events that do not fit stay queued.
@@ -194,6 +204,26 @@ typedef struct photon_stats {
 
 /* Fills the fields of *out that fit in out->struct_size (set it to sizeof(photon_stats)). */
 PHOTON_C_API photon_status photon_get_stats(photon_engine* engine, photon_stats* out);
+
+/* ---- tokenizer ------------------------------------------------------------------------------------------------- */
+
+typedef struct photon_tokenizer photon_tokenizer;
+
+/* Loads a tokenizer folder (tokenizer.json + tokenizer_config.json) or a tokenizer.json file. On failure
+ * *out_tokenizer is NULL and photon_last_error() says why. A tokenizer is immutable: any thread may use it. */
+PHOTON_C_API photon_status photon_tokenizer_load(const char* path, photon_tokenizer** out_tokenizer);
+PHOTON_C_API void photon_tokenizer_destroy(photon_tokenizer* tokenizer);
+/* Token ids of `text_len` bytes of UTF-8 (invalid bytes are replaced by U+FFFD) into the caller's `ids` buffer.
+ * *out_count receives the number of ids; when it exceeds `capacity` the call returns
+ * PHOTON_ERROR_RESOURCE_EXHAUSTED having written nothing: call again with a buffer that large. */
+PHOTON_C_API photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text,
+                                                   size_t text_len, int add_special_tokens, int32_t* ids,
+                                                   size_t capacity, size_t* out_count);
+/* UTF-8 text of `ids` into the caller's buffer (not NUL-terminated; *out_len bytes); same capacity protocol.
+ * PHOTON_ERROR_INVALID_ARGUMENT names an id outside the vocabulary (photon_last_error). */
+PHOTON_C_API photon_status photon_tokenizer_decode(const photon_tokenizer* tokenizer, const int32_t* ids,
+                                                   size_t num_ids, int skip_special_tokens, char* text,
+                                                   size_t capacity, size_t* out_len);
 
 #ifdef __cplusplus
 }

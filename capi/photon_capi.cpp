@@ -8,6 +8,7 @@
 #include <string>
 
 #include <photon/engine.hpp>
+#include <photon/tokenizer.hpp>
 #include <photon/version.hpp>
 
 struct photon_engine {
@@ -92,6 +93,7 @@ photon_engine_params photon_engine_params_default(void) {
   p.max_model_len = d.max_model_len;
   p.enable_prefix_caching = d.enable_prefix_caching ? 1 : 0;
   p.seed = d.seed;
+  p.tokenizer = nullptr;
   return p;
 }
 
@@ -121,6 +123,7 @@ photon_status photon_engine_create(const photon_engine_params* p, photon_engine*
     if (PHOTON_HAS_FIELD(p, max_model_len)) c.max_model_len = p->max_model_len;
     if (PHOTON_HAS_FIELD(p, enable_prefix_caching)) c.enable_prefix_caching = p->enable_prefix_caching != 0;
     if (PHOTON_HAS_FIELD(p, seed)) c.seed = p->seed;
+    if (PHOTON_HAS_FIELD(p, tokenizer) && p->tokenizer != nullptr) c.tokenizer = p->tokenizer;
     auto engine = photon::Engine::create(c);
     if (!engine) return fail_global(to_c(engine.status().code()), engine.status().message());
     auto* handle = new photon_engine();
@@ -178,16 +181,19 @@ photon_sampling_params photon_sampling_params_default(void) {
   p.logprobs = -1;
   p.prompt_logprobs = -1;
   p.priority = 0;
+  p.stop = nullptr;
+  p.num_stop = 0;
   return p;
 }
 
-photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t n, const photon_sampling_params* p,
-                            uint64_t* out_id) {
-  return guarded(engine, [&]() -> photon_status {
-    if (prompt == nullptr && n > 0) return fail(engine, {photon::StatusCode::kInvalidArgument, "prompt is NULL"});
-    if (out_id == nullptr) return fail(engine, {photon::StatusCode::kInvalidArgument, "out_request_id is NULL"});
-    photon::SamplingParams s;
-    if (p != nullptr) {
+}  // extern "C"
+
+namespace {
+
+// The C parameters as photon::SamplingParams (fields past the caller's struct_size keep their defaults).
+photon::Result<photon::SamplingParams> to_cpp(const photon_sampling_params* p) {
+  photon::SamplingParams s;
+  if (p != nullptr) {
       if (PHOTON_HAS_FIELD(p, temperature)) s.temperature = p->temperature;
       if (PHOTON_HAS_FIELD(p, top_k)) s.top_k = p->top_k;
       if (PHOTON_HAS_FIELD(p, top_p)) s.top_p = p->top_p;
@@ -200,15 +206,50 @@ photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t
       if (PHOTON_HAS_FIELD(p, ignore_eos)) s.ignore_eos = p->ignore_eos != 0;
       if (PHOTON_HAS_FIELD(p, num_stop_token_ids) && p->num_stop_token_ids > 0) {
         if (p->stop_token_ids == nullptr) {
-          return fail(engine, {photon::StatusCode::kInvalidArgument, "stop_token_ids is NULL"});
+          return photon::Status(photon::StatusCode::kInvalidArgument, "stop_token_ids is NULL");
         }
         s.stop_token_ids.assign(p->stop_token_ids, p->stop_token_ids + p->num_stop_token_ids);
       }
       if (PHOTON_HAS_FIELD(p, logprobs) && p->logprobs >= 0) s.logprobs = p->logprobs;
       if (PHOTON_HAS_FIELD(p, prompt_logprobs) && p->prompt_logprobs >= 0) s.prompt_logprobs = p->prompt_logprobs;
       if (PHOTON_HAS_FIELD(p, priority)) s.priority = p->priority;
-    }
-    auto id = engine->engine->submit(std::vector<int32_t>(prompt, prompt + n), s);
+      if (PHOTON_HAS_FIELD(p, num_stop) && p->num_stop > 0) {
+        if (p->stop == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "stop is NULL");
+        for (size_t i = 0; i < p->num_stop; ++i) {
+          if (p->stop[i] == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "a stop string is NULL");
+          s.stop.emplace_back(p->stop[i]);
+        }
+      }
+  }
+  return s;
+}
+
+}  // namespace
+
+extern "C" {
+
+photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t n, const photon_sampling_params* p,
+                            uint64_t* out_id) {
+  return guarded(engine, [&]() -> photon_status {
+    if (prompt == nullptr && n > 0) return fail(engine, {photon::StatusCode::kInvalidArgument, "prompt is NULL"});
+    if (out_id == nullptr) return fail(engine, {photon::StatusCode::kInvalidArgument, "out_request_id is NULL"});
+    auto s = to_cpp(p);
+    if (!s) return fail(engine, s.status());
+    auto id = engine->engine->submit(std::vector<int32_t>(prompt, prompt + n), *s);
+    if (!id) return fail(engine, id.status());
+    *out_id = *id;
+    return PHOTON_OK;
+  });
+}
+
+photon_status photon_submit_text(photon_engine* engine, const char* prompt, const photon_sampling_params* p,
+                                 uint64_t* out_id) {
+  return guarded(engine, [&]() -> photon_status {
+    if (prompt == nullptr) return fail(engine, {photon::StatusCode::kInvalidArgument, "prompt is NULL"});
+    if (out_id == nullptr) return fail(engine, {photon::StatusCode::kInvalidArgument, "out_request_id is NULL"});
+    auto s = to_cpp(p);
+    if (!s) return fail(engine, s.status());
+    auto id = engine->engine->submit_text(prompt, *s);
     if (!id) return fail(engine, id.status());
     *out_id = *id;
     return PHOTON_OK;
@@ -300,6 +341,8 @@ photon_status photon_poll(photon_engine* engine, photon_event* events, size_t ca
       c.arrival_time = e.arrival_time;
       c.first_token_time = e.first_token_time;
       c.finish_time = e.finish_time;
+      c.text = e.text.c_str();
+      c.text_len = e.text.size();
     }
     *out_count = n;
     return PHOTON_OK;
@@ -327,6 +370,71 @@ photon_status photon_get_stats(photon_engine* engine, photon_stats* out) {
     std::memcpy(out, &full, std::min(out->struct_size, sizeof(photon_stats)));
     return PHOTON_OK;
   });
+}
+
+photon_status photon_tokenizer_load(const char* path, photon_tokenizer** out) {
+  if (out == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "out_tokenizer is NULL");
+  *out = nullptr;
+  if (path == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "path is NULL");
+  try {
+    auto tok = photon::Tokenizer::load(path);
+    if (!tok) return fail_global(to_c(tok.status().code()), tok.status().message());
+    *out = reinterpret_cast<photon_tokenizer*>(tok->release());
+    return PHOTON_OK;
+  } catch (const std::exception& ex) {
+    return fail_global(PHOTON_ERROR_INTERNAL, ex.what());
+  } catch (...) {
+    return fail_global(PHOTON_ERROR_INTERNAL, "unknown exception");
+  }
+}
+
+void photon_tokenizer_destroy(photon_tokenizer* tokenizer) {
+  delete reinterpret_cast<photon::Tokenizer*>(tokenizer);
+}
+
+photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text, size_t text_len,
+                                      int add_special_tokens, int32_t* ids, size_t capacity, size_t* out_count) {
+  if (tokenizer == nullptr || out_count == nullptr || (text == nullptr && text_len > 0) ||
+      (ids == nullptr && capacity > 0)) {
+    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "tokenizer, text, ids or out_count is NULL");
+  }
+  try {
+    const auto* tok = reinterpret_cast<const photon::Tokenizer*>(tokenizer);
+    const auto out = tok->encode(std::string_view(text == nullptr ? "" : text, text_len), add_special_tokens != 0);
+    *out_count = out.size();
+    if (out.size() > capacity) {
+      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED,
+                         "the ids buffer holds " + std::to_string(capacity) + " ids but " +
+                             std::to_string(out.size()) + " are needed");
+    }
+    std::copy(out.begin(), out.end(), ids);
+    return PHOTON_OK;
+  } catch (...) {
+    return fail_global(PHOTON_ERROR_INTERNAL, "unexpected exception while encoding");
+  }
+}
+
+photon_status photon_tokenizer_decode(const photon_tokenizer* tokenizer, const int32_t* ids, size_t num_ids,
+                                      int skip_special_tokens, char* text, size_t capacity, size_t* out_len) {
+  if (tokenizer == nullptr || out_len == nullptr || (ids == nullptr && num_ids > 0) ||
+      (text == nullptr && capacity > 0)) {
+    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "tokenizer, ids, text or out_len is NULL");
+  }
+  try {
+    const auto* tok = reinterpret_cast<const photon::Tokenizer*>(tokenizer);
+    auto out = tok->decode(std::span<const int32_t>(ids, num_ids), skip_special_tokens != 0);
+    if (!out) return fail_global(to_c(out.status().code()), out.status().message());
+    *out_len = out->size();
+    if (out->size() > capacity) {
+      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED,
+                         "the text buffer holds " + std::to_string(capacity) + " bytes but " +
+                             std::to_string(out->size()) + " are needed");
+    }
+    std::copy(out->begin(), out->end(), text);
+    return PHOTON_OK;
+  } catch (...) {
+    return fail_global(PHOTON_ERROR_INTERNAL, "unexpected exception while decoding");
+  }
 }
 
 }  // extern "C"

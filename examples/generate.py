@@ -17,7 +17,8 @@ class EngineParams(ctypes.Structure):
                 ("kv_cache_memory_bytes", ctypes.c_uint64), ("memory_utilization", ctypes.c_double),
                 ("num_kv_blocks", ctypes.c_int64), ("block_size", ctypes.c_int32), ("max_num_seqs", ctypes.c_int32),
                 ("max_num_batched_tokens", ctypes.c_int32), ("max_model_len", ctypes.c_int32),
-                ("enable_prefix_caching", ctypes.c_int32), ("seed", ctypes.c_uint64)]
+                ("enable_prefix_caching", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                ("tokenizer", ctypes.c_char_p)]
 
 
 class SamplingParams(ctypes.Structure):
@@ -27,7 +28,8 @@ class SamplingParams(ctypes.Structure):
                 ("max_tokens", ctypes.c_int32), ("has_seed", ctypes.c_int32), ("seed", ctypes.c_uint64),
                 ("ignore_eos", ctypes.c_int32), ("stop_token_ids", ctypes.POINTER(ctypes.c_int32)),
                 ("num_stop_token_ids", ctypes.c_size_t), ("logprobs", ctypes.c_int32),
-                ("prompt_logprobs", ctypes.c_int32), ("priority", ctypes.c_int32)]
+                ("prompt_logprobs", ctypes.c_int32), ("priority", ctypes.c_int32),
+                ("stop", ctypes.POINTER(ctypes.c_char_p)), ("num_stop", ctypes.c_size_t)]
 
 
 class Event(ctypes.Structure):
@@ -38,7 +40,7 @@ class Event(ctypes.Structure):
                 ("error", ctypes.c_char_p), ("num_prompt_tokens", ctypes.c_int32),
                 ("num_output_tokens", ctypes.c_int32), ("num_cached_prompt_tokens", ctypes.c_int32),
                 ("arrival_time", ctypes.c_double), ("first_token_time", ctypes.c_double),
-                ("finish_time", ctypes.c_double)]
+                ("finish_time", ctypes.c_double), ("text", ctypes.c_char_p), ("text_len", ctypes.c_size_t)]
 
 
 def load_library():
@@ -67,6 +69,8 @@ def main():
     prompt = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1, 2, 3]
     lib = load_library()
     params = lib.photon_engine_params_default()
+    # struct_size says how much of the struct this program knows: the library reads no further.
+    params.struct_size = ctypes.sizeof(EngineParams)
     params.model = sys.argv[1].encode()
     params.max_model_len = 256
     engine = ctypes.c_void_p()
@@ -74,6 +78,7 @@ def main():
         sys.exit("error: " + lib.photon_last_error().decode())
     try:
         sampling = lib.photon_sampling_params_default()
+        sampling.struct_size = ctypes.sizeof(SamplingParams)
         sampling.temperature = 0.0
         sampling.max_tokens = 24
         sampling.ignore_eos = 1

@@ -1,5 +1,6 @@
 /* The C ABI driven from C11: create, submit, step, poll, cancel, stats, errors, destroy. argv[1]: a model folder. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "photon.h"
@@ -112,7 +113,33 @@ int main(int argc, char** argv) {
   EXPECT(photon_get_stats(e, &small) == PHOTON_OK);
   EXPECT(small.num_waiting == 0x7f7f7f7f);
 
+  EXPECT(photon_submit_text(e, "hello", &sp, &id) == PHOTON_ERROR_UNSUPPORTED); /* no tokenizer here */
   photon_engine_destroy(e);
+
+  /* Tokenizer handle, when the real files have been fetched (scripts/fetch-tokenizers.sh). */
+  photon_tokenizer* tok = NULL;
+  EXPECT(photon_tokenizer_load("/nonexistent", &tok) == PHOTON_ERROR_NOT_FOUND && tok == NULL);
+  char path[4096];
+  const char* home = getenv("HOME");
+  snprintf(path, sizeof path, "%s/.cache/photon/tokenizers/llama3", home ? home : "");
+  if (photon_tokenizer_load(path, &tok) == PHOTON_OK) {
+    int32_t ids[8];
+    size_t n = 0;
+    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_RESOURCE_EXHAUSTED && n == 4);
+    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 8, &n) == PHOTON_OK && n == 4);
+    EXPECT(ids[0] == 128000 && ids[1] == 9906);
+    char text[64];
+    size_t len = 0;
+    EXPECT(photon_tokenizer_decode(tok, ids, n, 1, text, sizeof text, &len) == PHOTON_OK);
+    EXPECT(len == 12 && memcmp(text, "Hello world!", 12) == 0);
+    const int32_t bad_ids[] = {1, 99999999};
+    EXPECT(photon_tokenizer_decode(tok, bad_ids, 2, 0, text, sizeof text, &len) == PHOTON_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(photon_last_error(), "99999999") != NULL);
+    photon_tokenizer_destroy(tok);
+  } else {
+    printf("SKIP: tokenizer C API checks (run scripts/fetch-tokenizers.sh)\n");
+  }
+  photon_tokenizer_destroy(NULL);
   printf("%d passed, %d failed\n", passes, failures);
   return failures == 0 ? 0 : 1;
 }
