@@ -17,6 +17,17 @@ note() { echo "$*" | tee -a "$summary"; }
 note "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$summary"
 
+"# Headers the GPU machine's image lacks (PCRE2, utf8proc) come as Debian packages carried in .deps/
+# (scripts/fetch-gpu-deps.sh), unpacked into a private prefix, never into /.
+if ! pkg-config --exists libpcre2-8 libutf8proc 2>/dev/null && ls .deps/*.deb >/dev/null 2>&1; then
+  prefix=/tmp/photon-deps
+  for deb in .deps/*.deb; do dpkg -x "$deb" "$prefix"; done
+  export PKG_CONFIG_SYSROOT_DIR=$prefix
+  export PKG_CONFIG_PATH=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  note "dependencies: PCRE2 and utf8proc unpacked from .deps into $prefix"
+fi
+
 t0=$(date +%s)
 if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
        cmake --build "$build" --parallel "$(nproc)"; } >"$out/build.log" 2>&1; then

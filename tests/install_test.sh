@@ -14,7 +14,7 @@ lib=$(ls "$work/prefix"/lib*/libphoton.so.0)
 libdir=$(dirname "$lib")
 cmake -S "$examples_dir" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
-export LD_LIBRARY_PATH="$libdir"
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 "$work/build/generate_cpp" "$model" | tee "$work/cpp.out"
 grep -q "\[length\]" "$work/cpp.out"
 "$work/build/generate_c" "$model" | tee "$work/c.out"
