@@ -17,7 +17,7 @@ note() { echo "$*" | tee -a "$summary"; }
 note "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$summary"
 
-"# Headers the GPU machine's image lacks (PCRE2, utf8proc) come as Debian packages carried in .deps/
+# Headers the GPU machine's image lacks (PCRE2, utf8proc) come as Debian packages carried in .deps/
 # (scripts/fetch-gpu-deps.sh), unpacked into a private prefix, never into /.
 if ! pkg-config --exists libpcre2-8 libutf8proc 2>/dev/null && ls .deps/*.deb >/dev/null 2>&1; then
   prefix=/tmp/photon-deps
