@@ -11,24 +11,29 @@ std::string Device::to_string() const {
   return kind == DeviceKind::kCpu ? std::string("cpu") : fmt::format("cuda:{}", index);
 }
 
-Result<void*> CpuAllocator::allocate(size_t bytes) {
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+Status MemoryBudget::reserve(size_t bytes, std::string_view what) {
   const size_t now = in_use_.fetch_add(bytes) + bytes;
   if (now > limit_.load()) {
     in_use_.fetch_sub(bytes);
     return Status(StatusCode::kOutOfMemory,
-                  fmt::format("host allocation of {} bytes exceeds the memory limit of {} bytes ({} in use); lower "
-                              "the model or KV cache size, or raise the limit",
-                              bytes, limit_.load(), now - bytes));
-  }
-  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (p == nullptr) {
-    in_use_.fetch_sub(bytes);
-    return Status(StatusCode::kOutOfMemory,
-                  fmt::format("host allocation of {} bytes failed; free memory or lower the KV cache size", bytes));
+                  fmt::format("{} allocation of {} bytes exceeds the memory limit of {} bytes ({} in use); lower the "
+                              "KV cache or batch sizes, or raise the limit",
+                              what, bytes, limit_.load(), now - bytes));
   }
   size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return Status::ok();
+}
+
+Result<void*> CpuAllocator::allocate(size_t bytes) {
+  PHOTON_RETURN_IF_ERROR(budget_.reserve(bytes, "host"));
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) {
+    budget_.release(bytes);
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("host allocation of {} bytes failed; free memory or lower the KV cache size", bytes));
   }
   return p;
 }
@@ -36,7 +41,7 @@ Result<void*> CpuAllocator::allocate(size_t bytes) {
 void CpuAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
   std::free(ptr);
-  in_use_.fetch_sub(bytes);
+  budget_.release(bytes);
 }
 
 CpuAllocator& default_cpu_allocator() {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include <photon/status.hpp>
 
@@ -37,6 +38,26 @@ class Allocator {
   virtual size_t peak_bytes() const = 0;
 };
 
+/// Byte accounting against a limit, shared by the allocators: reserve before allocating, release after freeing.
+/// Thread-safe.
+class MemoryBudget {
+ public:
+  static constexpr size_t kNoLimit = ~size_t{0};
+  explicit MemoryBudget(size_t limit_bytes = kNoLimit) : limit_(limit_bytes) {}
+  /// Counts `bytes` as in use, or returns kOutOfMemory (naming `what` and the numbers) when that would pass the
+  /// limit, counting nothing.
+  Status reserve(size_t bytes, std::string_view what);
+  void release(size_t bytes) { in_use_.fetch_sub(bytes); }
+  size_t in_use() const { return in_use_.load(); }
+  size_t peak() const { return peak_.load(); }
+  void set_limit(size_t limit_bytes) { limit_.store(limit_bytes); }
+
+ private:
+  std::atomic<size_t> limit_;
+  std::atomic<size_t> in_use_{0};
+  std::atomic<size_t> peak_{0};
+};
+
 /// Host memory, 64-byte aligned (one cache line, one AVX-512 register). An optional limit turns allocations past
 /// it into kOutOfMemory errors: the memory budget on the CPU backend, and a fault-injection hook in tests.
 class CpuAllocator final : public Allocator {
@@ -44,18 +65,16 @@ class CpuAllocator final : public Allocator {
   static constexpr size_t kAlignment = 64;
   static constexpr size_t kNoLimit = ~size_t{0};
 
-  explicit CpuAllocator(size_t limit_bytes = kNoLimit) : limit_(limit_bytes) {}
+  explicit CpuAllocator(size_t limit_bytes = kNoLimit) : budget_(limit_bytes) {}
   Result<void*> allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cpu(); }
-  size_t bytes_in_use() const override { return in_use_.load(); }
-  size_t peak_bytes() const override { return peak_.load(); }
-  void set_limit(size_t limit_bytes) { limit_.store(limit_bytes); }
+  size_t bytes_in_use() const override { return budget_.in_use(); }
+  size_t peak_bytes() const override { return budget_.peak(); }
+  void set_limit(size_t limit_bytes) { budget_.set_limit(limit_bytes); }
 
  private:
-  std::atomic<size_t> limit_;
-  std::atomic<size_t> in_use_{0};
-  std::atomic<size_t> peak_{0};
+  MemoryBudget budget_;
 };
 
 /// The process-wide host allocator (no limit).

@@ -7,26 +7,16 @@
 namespace photon::cuda {
 
 Result<void*> CudaAllocator::allocate(size_t bytes) {
-  const size_t now = in_use_.fetch_add(bytes) + bytes;
-  if (now > limit_.load()) {
-    in_use_.fetch_sub(bytes);
-    return Status(StatusCode::kOutOfMemory,
-                  fmt::format("device allocation of {} bytes exceeds the budget of {} bytes ({} in use); lower the "
-                              "KV cache or batch sizes, or raise memory_utilization",
-                              bytes, limit_.load(), now - bytes));
-  }
+  PHOTON_RETURN_IF_ERROR(budget_.reserve(bytes, "device"));
   void* p = nullptr;
-  PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  const cudaError_t err = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+  cudaError_t err = cudaSetDevice(device_);
+  if (err == cudaSuccess) err = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
   if (err != cudaSuccess) {
-    in_use_.fetch_sub(bytes);
-    (void)cudaGetLastError();  // clear the sticky-free error state of a failed allocation
+    budget_.release(bytes);
+    (void)cudaGetLastError();  // clear the error state of a failed allocation
     return Status(StatusCode::kOutOfMemory,
                   fmt::format("cudaMalloc of {} bytes failed ({}); lower the KV cache or batch sizes",
                               bytes, cudaGetErrorString(err)));
-  }
-  size_t peak = peak_.load();
-  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
   return p;
 }
@@ -34,7 +24,7 @@ Result<void*> CudaAllocator::allocate(size_t bytes) {
 void CudaAllocator::deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
   cudaFree(ptr);
-  in_use_.fetch_sub(bytes);
+  budget_.release(bytes);
 }
 
 Status device_memory(int device, size_t* free_bytes, size_t* total_bytes) {

@@ -2,7 +2,7 @@
 // start (weights, activations, KV cache), so steady-state steps never reach this allocator.
 #pragma once
 
-#include <atomic>
+#include <string>
 
 #include "core/device.hpp"
 
@@ -10,19 +10,18 @@ namespace photon::cuda {
 
 class CudaAllocator final : public Allocator {
  public:
-  explicit CudaAllocator(int device, size_t limit_bytes = ~size_t{0}) : device_(device), limit_(limit_bytes) {}
+  explicit CudaAllocator(int device, size_t limit_bytes = MemoryBudget::kNoLimit)
+      : device_(device), budget_(limit_bytes) {}
   Result<void*> allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cuda(device_); }
-  size_t bytes_in_use() const override { return in_use_.load(); }
-  size_t peak_bytes() const override { return peak_.load(); }
-  void set_limit(size_t limit_bytes) { limit_.store(limit_bytes); }
+  size_t bytes_in_use() const override { return budget_.in_use(); }
+  size_t peak_bytes() const override { return budget_.peak(); }
+  void set_limit(size_t limit_bytes) { budget_.set_limit(limit_bytes); }
 
  private:
   int device_;
-  std::atomic<size_t> limit_;
-  std::atomic<size_t> in_use_{0};
-  std::atomic<size_t> peak_{0};
+  MemoryBudget budget_;
 };
 
 /// Free and total bytes of device memory (cudaMemGetInfo).
