@@ -8,5 +8,6 @@ int run_generate(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_detokenize(int argc, char** argv);
+int run_template(int argc, char** argv);
 
 }  // namespace photon::cli

@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"bench", "offline throughput and latency benchmark on random prompts", photon::cli::run_bench},
     {"tokenize", "text (JSON Lines of strings) to token ids", photon::cli::run_tokenize},
     {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
+    {"template", "render a chat request with the model's chat template", photon::cli::run_template},
 };
 
 void print_help() {
