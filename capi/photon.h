@@ -141,6 +141,17 @@ PHOTON_C_API photon_status photon_submit(photon_engine* engine, const int32_t* p
  * PHOTON_ERROR_UNSUPPORTED when the engine has no tokenizer. */
 PHOTON_C_API photon_status photon_submit_text(photon_engine* engine, const char* prompt,
                                               const photon_sampling_params* params, uint64_t* out_request_id);
+/* Same for a chat: `messages_json` (a JSON array of {"role", "content"} messages) and optional `tools_json` (a
+ * JSON array, or NULL) rendered by the model's chat template; `extra_json` (a JSON object of template variables such
+ * as {"enable_thinking": false}, or NULL). PHOTON_ERROR_UNSUPPORTED without a chat template. */
+PHOTON_C_API photon_status photon_submit_chat(photon_engine* engine, const char* messages_json, const char* tools_json,
+                                              const char* extra_json, const photon_sampling_params* params,
+                                              uint64_t* out_request_id);
+/* The prompt text a chat would produce (the chat template's output), into the caller's buffer: *out_len bytes, not
+ * NUL-terminated; PHOTON_ERROR_RESOURCE_EXHAUSTED with *out_len set when `capacity` is too small. */
+PHOTON_C_API photon_status photon_render_chat(photon_engine* engine, const char* messages_json, const char* tools_json,
+                                              const char* extra_json, int add_generation_prompt, char* text,
+                                              size_t capacity, size_t* out_len);
 /* Ends a request at the next step boundary; it then reports PHOTON_FINISH_CANCELLED. */
 PHOTON_C_API photon_status photon_cancel(photon_engine* engine, uint64_t request_id);
 /* Runs one schedule -> forward -> sample -> update iteration (nothing when idle). */

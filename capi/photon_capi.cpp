@@ -256,6 +256,51 @@ photon_status photon_submit_text(photon_engine* engine, const char* prompt, cons
   });
 }
 
+photon_status photon_submit_chat(photon_engine* engine, const char* messages_json, const char* tools_json,
+                                 const char* extra_json, const photon_sampling_params* p, uint64_t* out_id) {
+  return guarded(engine, [&]() -> photon_status {
+    if (messages_json == nullptr || out_id == nullptr) {
+      return fail(engine, {photon::StatusCode::kInvalidArgument, "messages_json or out_request_id is NULL"});
+    }
+    auto s = to_cpp(p);
+    if (!s) return fail(engine, s.status());
+    photon::ChatTemplate::Options options;
+    options.add_generation_prompt = true;
+    if (extra_json != nullptr) options.extra_json = extra_json;
+    auto id = engine->engine->submit_chat(messages_json, *s, options, tools_json == nullptr ? "" : tools_json);
+    if (!id) return fail(engine, id.status());
+    *out_id = *id;
+    return PHOTON_OK;
+  });
+}
+
+photon_status photon_render_chat(photon_engine* engine, const char* messages_json, const char* tools_json,
+                                 const char* extra_json, int add_generation_prompt, char* text, size_t capacity,
+                                 size_t* out_len) {
+  return guarded(engine, [&]() -> photon_status {
+    if (messages_json == nullptr || out_len == nullptr || (text == nullptr && capacity > 0)) {
+      return fail(engine, {photon::StatusCode::kInvalidArgument, "messages_json, text or out_len is NULL"});
+    }
+    const photon::ChatTemplate* tmpl = engine->engine->chat_template();
+    if (tmpl == nullptr) {
+      return fail(engine, {photon::StatusCode::kUnsupported, "this engine has no chat template"});
+    }
+    photon::ChatTemplate::Options options;
+    options.add_generation_prompt = add_generation_prompt != 0;
+    if (extra_json != nullptr) options.extra_json = extra_json;
+    auto out = tmpl->render(messages_json, tools_json == nullptr ? "" : tools_json, options);
+    if (!out) return fail(engine, out.status());
+    *out_len = out->size();
+    if (out->size() > capacity) {
+      return fail(engine, {photon::StatusCode::kResourceExhausted,
+                           "the text buffer holds " + std::to_string(capacity) + " bytes but " +
+                               std::to_string(out->size()) + " are needed"});
+    }
+    std::copy(out->begin(), out->end(), text);
+    return PHOTON_OK;
+  });
+}
+
 photon_status photon_cancel(photon_engine* engine, uint64_t id) {
   return guarded(engine, [&]() -> photon_status {
     const photon::Status s = engine->engine->cancel(id);

@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
   EXPECT(small.num_waiting == 0x7f7f7f7f);
 
   EXPECT(photon_submit_text(e, "hello", &sp, &id) == PHOTON_ERROR_UNSUPPORTED); /* no tokenizer here */
+  EXPECT(photon_submit_chat(e, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, NULL, &sp, &id) ==
+         PHOTON_ERROR_UNSUPPORTED);
   photon_engine_destroy(e);
 
   /* Tokenizer handle, when the real files have been fetched (scripts/fetch-tokenizers.sh). */
@@ -136,6 +138,37 @@ int main(int argc, char** argv) {
     EXPECT(photon_tokenizer_decode(tok, bad_ids, 2, 0, text, sizeof text, &len) == PHOTON_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(photon_last_error(), "99999999") != NULL);
     photon_tokenizer_destroy(tok);
+
+    /* An engine with the real tokenizer and its chat template. */
+    photon_engine_params tp = photon_engine_params_default();
+    tp.model = "dummy:tiny-llama3";
+    tp.tokenizer = path;
+    tp.num_kv_blocks = 16;
+    tp.max_model_len = 64;
+    photon_engine* te = NULL;
+    EXPECT(photon_engine_create(&tp, &te) == PHOTON_OK);
+    if (te != NULL) {
+      const char* chat = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+      size_t need = 0;
+      EXPECT(photon_render_chat(te, chat, NULL, NULL, 1, text, 4, &need) == PHOTON_ERROR_RESOURCE_EXHAUSTED);
+      char prompt[256];
+      size_t plen = 0;
+      EXPECT(photon_render_chat(te, chat, NULL, NULL, 1, prompt, sizeof prompt, &plen) == PHOTON_OK && plen == need);
+      EXPECT(plen > 20 && memcmp(prompt, "<|begin_of_text|>", 17) == 0);
+      sp.max_tokens = 4;
+      EXPECT(photon_submit_chat(te, chat, NULL, NULL, &sp, &id) == PHOTON_OK);
+      EXPECT(photon_submit_text(te, "Hello", &sp, &id) == PHOTON_OK);
+      size_t text_bytes = 0;
+      while (photon_has_unfinished(te)) {
+        photon_event ev[8];
+        size_t n_ev = 0;
+        EXPECT(photon_step(te) == PHOTON_OK);
+        EXPECT(photon_poll(te, ev, 8, &n_ev) == PHOTON_OK);
+        for (size_t k = 0; k < n_ev; ++k) text_bytes += ev[k].text_len;
+      }
+      EXPECT(text_bytes > 0);
+      photon_engine_destroy(te);
+    }
   } else {
     printf("SKIP: tokenizer C API checks (run scripts/fetch-tokenizers.sh)\n");
   }

@@ -129,9 +129,20 @@ if [ -f "$tok_dir/tokenizer.json" ]; then
   check "detokenize" 0 '^"<\|begin_of_text\|>Hello world!"$' -- bash -c "echo '[128000,9906,1917,0]' | '$photon' detokenize --tokenizer '$tok_dir'"
   check "tokenize bad line" 1 "stdin line 2: expected one JSON string" -- bash -c "printf '\"ok\"\\n[1]\\n' | '$photon' tokenize --tokenizer '$tok_dir'"
   check "detokenize bad id" 1 "outside the vocabulary" -- bash -c "echo '[1,99999999]' | '$photon' detokenize --tokenizer '$tok_dir'"
+  qwen_dir="$(dirname "$tok_dir")/qwen3"
+  req=$(mktemp)
+  printf '{"messages":[{"role":"user","content":"Hi"}],"add_generation_prompt":true,"extra":{"enable_thinking":false}}' >"$req"
+  want=$(printf '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n'; echo x)
+  got=$("$photon" template --tokenizer "$qwen_dir" --request "$req"; echo x)
+  if [ "$got" = "$want" ]; then pass=$((pass + 1)); else echo "FAIL: photon template output"; failures=$((failures + 1)); fi
+  printf '{"messages":"oops"}' >"$req"
+  check "template bad request" 1 "messages must be a JSON array" -- "$photon" template --tokenizer "$qwen_dir" --request "$req"
+  rm -f "$req"
+  check "generate --chat" 0 '"prompt_ids":\[151644,872,198,9707' -- "$photon" generate --model dummy:tiny-qwen3 --tokenizer "$qwen_dir" --prompt Hello --chat --max-tokens 2 --json
 else
   echo "SKIP: tokenizer CLI checks (run scripts/fetch-tokenizers.sh)"
 fi
+check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
 check "tokenize missing file" 1 "no tokenizer.json" -- "$photon" tokenize --tokenizer /tmp
 

@@ -2,6 +2,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 
 #include <photon/engine.hpp>
@@ -108,4 +109,39 @@ TEST_CASE("the engine streams text and honours stop strings") {
   auto plain = std::move(Engine::create(no_tok).value());
   CHECK(plain->submit_text("hi", p).status().code() == StatusCode::kUnsupported);
   CHECK(plain->submit({1, 2}, p).status().message().find("stop strings need a tokenizer") != std::string::npos);
+}
+
+TEST_CASE("chat messages go through the model's template with exactly one BOS") {
+  const std::string dir = llama3_dir();
+  if (dir.empty()) SKIP("tokenizer files not fetched (run scripts/fetch-tokenizers.sh)");
+  EngineConfig c;
+  c.model = "dummy:tiny-llama3";
+  c.tokenizer = dir;
+  c.max_model_len = 128;
+  c.num_kv_blocks = 64;
+  auto engine = std::move(Engine::create(c).value());
+  REQUIRE(engine->chat_template() != nullptr);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = 3;
+  p.prompt_logprobs = 0;  // reports the prompt ids back through prompt logprobs
+  const uint64_t id = engine->submit_chat(R"([{"role":"user","content":"Hello"}])", p).value();
+  std::vector<int32_t> prompt_tokens;
+  int prompt_len = 0;
+  while (engine->has_unfinished_requests()) {
+    REQUIRE(engine->step().is_ok());
+    for (auto& e : engine->poll()) {
+      if (e.request_id != id) continue;
+      prompt_len = e.num_prompt_tokens;
+      for (const auto& lp : e.prompt_logprobs) prompt_tokens.push_back(lp.token);
+    }
+  }
+  ChatTemplate::Options o;
+  const std::string rendered = engine->chat_template()->render(R"([{"role":"user","content":"Hello"}])", "", o).value();
+  const auto expected = engine->tokenizer()->encode(rendered, false);
+  REQUIRE(prompt_len == static_cast<int>(expected.size()));
+  CHECK(expected[0] == 128000);
+  CHECK(std::count(expected.begin(), expected.end(), 128000) == 1);
+  CHECK(prompt_tokens == std::vector<int32_t>(expected.begin() + 1, expected.end()));
+  CHECK(engine->submit_chat("not json", p).status().code() == StatusCode::kInvalidArgument);
 }

@@ -54,6 +54,7 @@ Args make_args() {
          "requests at once and prints one JSON line per request, in input order.");
   a.option("prompt-ids", "IDS", "prompt as comma-separated token ids, e.g. 128000,9906,1917");
   a.option("prompt", "TEXT", "prompt as text (needs a tokenizer: the model folder's, or --tokenizer)");
+  a.flag("chat", "send --prompt as one user message through the model's chat template");
   a.option("stop", "TEXT", "a stop string: generation ends before it (needs a tokenizer)");
   a.option("requests", "FILE.jsonl", "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
                                      "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
@@ -263,6 +264,7 @@ Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs)
     PHOTON_ASSIGN_OR_RETURN(jobs, read_requests_file(a.get("requests"), defaults));
   } else {
     Job job;
+    if (a.has("chat") && !a.has("prompt")) return bad("'--chat' needs '--prompt TEXT'");
     if (a.has("prompt")) {
       job.text = a.get("prompt");
     } else {
@@ -298,7 +300,20 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
         return Status(StatusCode::kInvalidArgument, "a text prompt needs a tokenizer: give --tokenizer DIR, or a "
                                                     "model folder that holds tokenizer.json");
       }
-      outcomes[i].prompt = engine->tokenizer()->encode(*jobs[i].text, /*add_special_tokens=*/true);
+      if (a.has("chat")) {
+        if (engine->chat_template() == nullptr) {
+          return Status(StatusCode::kInvalidArgument, "'--chat' needs a chat template: the tokenizer folder's "
+                                                      "tokenizer_config.json has none");
+        }
+        ChatTemplate::Options chat;
+        chat.add_generation_prompt = true;
+        auto rendered = engine->chat_template()->render(
+            nlohmann::json::array({{{"role", "user"}, {"content", *jobs[i].text}}}).dump(), "", chat);
+        if (!rendered) return rendered.status();
+        outcomes[i].prompt = engine->tokenizer()->encode(*rendered, /*add_special_tokens=*/false);
+      } else {
+        outcomes[i].prompt = engine->tokenizer()->encode(*jobs[i].text, /*add_special_tokens=*/true);
+      }
     }
     auto id = engine->submit(outcomes[i].prompt, jobs[i].params);
     if (!id) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <photon/chat_template.hpp>
 #include <photon/export.hpp>
 #include <photon/sampling.hpp>
 #include <photon/status.hpp>
@@ -158,8 +159,15 @@ class PHOTON_API Engine {
   /// Same for a text prompt, tokenized with the engine's tokenizer (special tokens such as BOS added as the
   /// tokenizer's post-processor says). kUnsupported without a tokenizer.
   Result<uint64_t> submit_text(std::string_view prompt, const SamplingParams& params);
+  /// Same for a chat: `messages_json` (OpenAI-style messages, optionally with tools in `options`) rendered by the
+  /// model's own chat template, then tokenized without adding special tokens again (the template places BOS).
+  /// kUnsupported without a tokenizer or chat template.
+  Result<uint64_t> submit_chat(std::string_view messages_json, const SamplingParams& params,
+                               const ChatTemplate::Options& options = {}, std::string_view tools_json = {});
   /// The engine's tokenizer, or nullptr when it has none. Valid for the engine's lifetime.
   const Tokenizer* tokenizer() const;
+  /// The chat template from the tokenizer folder's tokenizer_config.json, or nullptr when there is none.
+  const ChatTemplate* chat_template() const;
   /// Ends a request at the next step boundary (its KV blocks are freed then); it reports kCancelled.
   /// kNotFound when the id is unknown or already finished.
   Status cancel(uint64_t request_id);

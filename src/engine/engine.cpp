@@ -94,6 +94,7 @@ const char* finish_reason_name(FinishReason reason) {
 struct Engine::Impl {
   EngineConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;
   ModelInfo info;
   Clock::time_point epoch = Clock::now();
   std::unique_ptr<Backend> backend;
@@ -195,6 +196,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                                   (*tok)->vocab_size(), mc.vocab_size));
       }
       m.tokenizer = std::move(*tok);
+      // The chat template comes from the same folder; a folder without one simply has no chat support.
+      const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+      if (fs::exists(dir / "tokenizer_config.json", ec)) {
+        auto tmpl = ChatTemplate::load(dir.string());
+        if (tmpl) {
+          m.chat_template = std::move(*tmpl);
+        } else if (tmpl.status().code() != StatusCode::kNotFound) {
+          return tmpl.status().with_context("loading the chat template");
+        }
+      }
     }
   }
 
@@ -326,7 +337,19 @@ Result<uint64_t> Engine::submit_text(std::string_view prompt, const SamplingPara
   return submit(impl_->tokenizer->encode(prompt, /*add_special_tokens=*/true), params);
 }
 
+Result<uint64_t> Engine::submit_chat(std::string_view messages_json, const SamplingParams& params,
+                                     const ChatTemplate::Options& options, std::string_view tools_json) {
+  if (!impl_->tokenizer || !impl_->chat_template) {
+    return Status(StatusCode::kUnsupported, "this engine has no chat template (tokenizer_config.json with a "
+                                            "chat_template); give the prompt as text or token ids");
+  }
+  PHOTON_ASSIGN_OR_RETURN(std::string prompt, impl_->chat_template->render(messages_json, tools_json, options));
+  return submit(impl_->tokenizer->encode(prompt, /*add_special_tokens=*/false), params);
+}
+
 const Tokenizer* Engine::tokenizer() const { return impl_->tokenizer.get(); }
+
+const ChatTemplate* Engine::chat_template() const { return impl_->chat_template.get(); }
 
 Status Engine::cancel(uint64_t id) {
   Impl& m = *impl_;
