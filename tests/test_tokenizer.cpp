@@ -82,7 +82,7 @@ TEST_CASE("UTF-8 helpers repair invalid input and find complete prefixes") {
 TEST_CASE("token ids match Hugging Face tokenizers on the whole corpus") {
   const auto texts = corpus();
   REQUIRE(texts.size() > 50);
-  for (const std::string name : {"llama3", "qwen3"}) {
+  for (const std::string name : {"llama3", "llama3_2", "qwen3"}) {
     const std::string dir = tokenizer_dir(name);
     if (dir.empty()) SKIP("tokenizer files not fetched (run scripts/fetch-tokenizers.sh): " << name);
     auto tok = Tokenizer::load(dir);

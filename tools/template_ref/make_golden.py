@@ -71,7 +71,7 @@ def render(env, source, request, variables):
     try:
         out = env.from_string(source).render(messages=request["messages"], tools=request.get("tools"),
                                              add_generation_prompt=request.get("add_generation_prompt", False),
-                                             **variables, **request.get("extra", {}))
+                                             **{**variables, **request.get("extra", {})})
         return {"output": out}
     except jinja2.exceptions.TemplateError as e:
         return {"error": str(e)}
@@ -81,6 +81,8 @@ def render(env, source, request, variables):
 
 def main():
     env = environment()
+    for req in REQUESTS:  # a fixed date, so templates that print today's date render reproducibly
+        req.setdefault("extra", {})["date_string"] = "26 Jul 2024"
     lines = []
     features = os.path.join(DATA, "features")
     for name in sorted(os.listdir(features)):
@@ -89,7 +91,7 @@ def main():
             lines.append({"template": f"features/{name}", "case": i, "request": req,
                           **render(env, source, req, {"bos_token": "<s>", "eos_token": "</s>"})})
     if len(sys.argv) > 1:
-        for name in ("llama3", "qwen3"):
+        for name in ("llama3", "llama3_2", "qwen3"):
             cfg = json.load(open(os.path.join(sys.argv[1], name, "tokenizer_config.json"), encoding="utf-8"))
             variables = {k: (v if isinstance(v, str) else v.get("content")) for k, v in cfg.items()
                          if k.endswith("_token") and (isinstance(v, str) or isinstance(v, dict))}

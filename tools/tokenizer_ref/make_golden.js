@@ -14,7 +14,7 @@ async function main() {
   const dataDir = path.join(__dirname, "..", "..", "tests", "data", "tokenizer");
   const corpus = fs.readFileSync(path.join(dataDir, "corpus.jsonl"), "utf8").split("\n").filter((l) => l.length)
     .map((l) => JSON.parse(l));
-  for (const name of ["llama3", "qwen3"]) {
+  for (const name of ["llama3", "llama3_2", "qwen3"]) {
     const tok = Tokenizer.fromFile(path.join(cache, name, "tokenizer.json"));
     const lines = [];
     for (const text of corpus) {
