@@ -178,3 +178,40 @@ TEST_CASE("malformed tokenizer files give errors that name the problem") {
     fs::remove(p);
   }
 }
+
+TEST_CASE("SentencePiece models encode and decode as libsentencepiece does") {
+  const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/tokenizer/sentencepiece";
+  auto tok = Tokenizer::load(dir);
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  INFO(tok.status().to_string());
+  REQUIRE(tok.is_ok());
+  CHECK((*tok)->vocab_size() == 600);
+  CHECK((*tok)->bos_token_id() == 1);
+  CHECK((*tok)->eos_token_id() == 2);
+  CHECK((*tok)->is_special(1));
+  const auto texts = corpus();
+  const auto refs = golden("sentencepiece");
+  REQUIRE(refs.size() == texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    INFO("corpus line " << i + 1);
+    const auto ids = (*tok)->encode(texts[i], false);
+    CHECK(ids == refs[i]["ids"].get<std::vector<int32_t>>());
+    CHECK((*tok)->encode(texts[i], true) == refs[i]["ids_special"].get<std::vector<int32_t>>());
+    CHECK(*(*tok)->decode(ids) == refs[i]["decoded"].get<std::string>());
+    // Streaming adds up to the same text, whole characters only.
+    StreamingDetokenizer stream(**tok);
+    std::string joined;
+    for (int32_t id : ids) {
+      const std::string delta = stream.push(id);
+      CHECK(utf8::is_valid(delta));
+      joined += delta;
+    }
+    joined += stream.finish();
+    CHECK(joined == refs[i]["decoded"].get<std::string>());
+  }
+  CHECK((*tok)->decode(std::vector<int32_t>{5, 600}).status().code() == StatusCode::kInvalidArgument);
+#else
+  CHECK(tok.status().code() == StatusCode::kUnsupported);
+  CHECK(tok.status().message().find("libsentencepiece") != std::string::npos);
+#endif
+}

@@ -1,6 +1,7 @@
 // PhotonInfer — tokenizers: text to token ids and back, exactly as Hugging Face `tokenizers` does it.
 //
-// Supported: tokenizer.json files with a BPE model (byte-level BPE of Llama 3.x and Qwen2/Qwen3, and others),
+// Supported: SentencePiece tokenizer.model files (through libsentencepiece, when built with it), and
+// tokenizer.json files with a BPE model (byte-level BPE of Llama 3.x and Qwen2/Qwen3, and others),
 // their normalizers (NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Sequence), pre-tokenizers (Split with the
 // file's own regex, ByteLevel, Sequence), added tokens (special or not, honouring single_word, lstrip, rstrip and
 // normalized), post-processors (TemplateProcessing, ByteLevel, Sequence) and decoders (ByteLevel, Replace,
@@ -30,6 +31,9 @@ class PHOTON_API Tokenizer {
  public:
   /// Loads `path`: a tokenizer.json file, or a folder holding tokenizer.json (and optionally
   /// tokenizer_config.json, which names the BOS and EOS tokens). Errors say which part of the file is wrong.
+  /// A SentencePiece tokenizer.model (a folder without tokenizer.json, or the file itself) is read through
+  /// libsentencepiece when the build has it; it adds BOS / EOS as tokenizer_config.json's add_bos_token /
+  /// add_eos_token say (default: BOS only), and decodes as libsentencepiece does (control tokens give no text).
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& path);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -52,6 +56,8 @@ class PHOTON_API Tokenizer {
 
  private:
   Tokenizer();
+  static Result<std::unique_ptr<Tokenizer>> load_sentencepiece(const std::string& model_path,
+                                                               const std::string& config_path);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   friend class StreamingDetokenizer;

@@ -15,6 +15,9 @@
 #include "tokenizer/json_scan.hpp"
 #include "tokenizer/normalizer.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+#include "tokenizer/sentencepiece_model.hpp"
+#endif
 #include "tokenizer/utf8.hpp"
 
 namespace photon {
@@ -161,6 +164,12 @@ std::optional<std::string> token_content(const json& v) {
 }  // namespace
 
 struct Tokenizer::Impl {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  // A SentencePiece model replaces the whole tokenizer.json pipeline when present.
+  std::unique_ptr<SentencePieceModel> sp;
+  bool sp_add_bos = true;
+  bool sp_add_eos = false;
+#endif
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<BpeModel> model;
@@ -204,6 +213,17 @@ struct Tokenizer::Impl {
 
   // Token strings of `ids` through the decoder, joined as raw bytes (not yet repaired).
   Result<std::string> decode_raw(std::span<const int32_t> ids, bool skip_special) const {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+    if (sp) {
+      for (int32_t id : ids) {
+        if (id < 0 || id >= vocab_size) {
+          return Status(StatusCode::kInvalidArgument,
+                        fmt::format("token id {} is outside the vocabulary (0..{})", id, vocab_size - 1));
+        }
+      }
+      return sp->decode(ids);  // control tokens produce no text, as libsentencepiece decodes
+    }
+#endif
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
     for (int32_t id : ids) {
@@ -236,14 +256,17 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   fs::path config_path;
   if (fs::is_directory(file, ec)) {
     config_path = file / "tokenizer_config.json";
-    file /= "tokenizer.json";
-    if (!fs::exists(file, ec)) {
-      return Status(StatusCode::kNotFound,
-                    fmt::format("'{}' holds no tokenizer.json (tokenizer.model files are not supported yet)", path));
+    if (fs::exists(file / "tokenizer.json", ec)) {
+      file /= "tokenizer.json";
+    } else if (fs::exists(file / "tokenizer.model", ec)) {
+      file /= "tokenizer.model";
+    } else {
+      return Status(StatusCode::kNotFound, fmt::format("'{}' holds no tokenizer.json or tokenizer.model", path));
     }
   } else {
     config_path = file.parent_path() / "tokenizer_config.json";
   }
+  if (file.extension() == ".model") return load_sentencepiece(file.string(), config_path.string());
   PHOTON_ASSIGN_OR_RETURN(std::string text, read_text_file(file.string()));
   // The vocabulary and merges are most of the file: scan them directly and parse the rest as a DOM.
   size_t model_begin = 0, model_end = 0, vocab_begin = 0, vocab_end = 0, merges_begin = 0, merges_end = 0;
@@ -329,6 +352,34 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   return tok;
 }
 
+Result<std::unique_ptr<Tokenizer>> Tokenizer::load_sentencepiece(const std::string& model_path,
+                                                                 const std::string& config_path) {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  std::unique_ptr<Tokenizer> tok(new Tokenizer());
+  Impl& m = *tok->impl_;
+  PHOTON_ASSIGN_OR_RETURN(m.sp, SentencePieceModel::load(model_path));
+  m.vocab_size = m.sp->vocab_size();
+  m.bos = m.sp->bos_id();
+  m.eos = m.sp->eos_id();
+  std::error_code ec;
+  if (std::filesystem::exists(config_path, ec)) {
+    PHOTON_ASSIGN_OR_RETURN(std::string cfg_text, read_text_file(config_path));
+    const json cfg = json::parse(cfg_text, nullptr, false);
+    if (cfg.is_discarded() || !cfg.is_object()) {
+      return Status(StatusCode::kFormatError, fmt::format("{}: not a well-formed JSON object", config_path));
+    }
+    m.sp_add_bos = cfg.value("add_bos_token", true);
+    m.sp_add_eos = cfg.value("add_eos_token", false);
+  }
+  return tok;
+#else
+  return Status(StatusCode::kUnsupported,
+                fmt::format("'{}' is a SentencePiece model, and this build has no libsentencepiece; install it "
+                            "(libsentencepiece-dev) and rebuild, or use the model's tokenizer.json",
+                            model_path));
+#endif
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
@@ -337,6 +388,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     repaired = utf8::repair(text);
     text = repaired;
   }
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  if (impl_->sp) {
+    if (add_special_tokens && impl_->sp_add_bos && impl_->bos) ids.push_back(*impl_->bos);
+    impl_->sp->encode(text, ids);
+    if (add_special_tokens && impl_->sp_add_eos && impl_->eos) ids.push_back(*impl_->eos);
+    return ids;
+  }
+#endif
   if (!add_special_tokens) {
     impl_->encode_text(text, ids);
     return ids;
@@ -357,6 +416,9 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_sp
 }
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  if (impl_->sp) return impl_->sp->id_to_piece(id);
+#endif
   const auto a = impl_->added_by_id.find(id);
   if (a != impl_->added_by_id.end()) return impl_->added[a->second].content;
   const auto t = impl_->model->id_to_token(id);
@@ -364,6 +426,9 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  if (impl_->sp) return impl_->sp->piece_to_id(token);
+#endif
   const auto a = impl_->added_by_content.find(std::string(token));
   if (a != impl_->added_by_content.end()) return a->second;
   return impl_->model->token_to_id(token);
@@ -372,6 +437,9 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 int64_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 
 bool Tokenizer::is_special(int32_t id) const {
+#if defined(PHOTON_WITH_SENTENCEPIECE)
+  if (impl_->sp) return impl_->sp->is_control(id);
+#endif
   const auto a = impl_->added_by_id.find(id);
   return a != impl_->added_by_id.end() && impl_->added[a->second].special;
 }
@@ -401,6 +469,7 @@ std::string StreamingDetokenizer::push(int32_t id) {
   if (full->size() <= prefix->size() || full->compare(0, prefix->size(), *prefix) != 0) return {};
   const std::string_view tail = std::string_view(*full).substr(prefix->size());
   if (utf8::complete_prefix(tail) != tail.size()) return {};  // hold back an incomplete character
+  if (tail.ends_with("\xEF\xBF\xBD")) return {};  // a decoder's stand-in for bytes that may yet complete
   prefix_offset_ = read_offset_;
   read_offset_ = ids_.size();
   return utf8::repair(tail);
