@@ -38,7 +38,7 @@ note "build: $(( $(date +%s) - t0 )) s"
 if [ -z "$filter" ]; then
   t0=$(date +%s)
   if ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
-    note "ctest: $(tail -3 "$out/ctest.log" | grep -m1 'tests passed') ($(( $(date +%s) - t0 )) s)"
+    note "ctest: $(grep -m1 'tests passed' "$out/ctest.log") ($(( $(date +%s) - t0 )) s)"
   else
     status=1; note "ctest FAILED:"; grep -E "Failed|FAILED|\*\*\*" "$out/ctest.log" | head -20 | tee -a "$summary"
     grep -B2 -A12 "FAILED:" "$out/ctest.log" | head -80
