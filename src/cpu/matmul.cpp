@@ -46,13 +46,13 @@ void matmul_portable(const float* x, int64_t m, int64_t k, int64_t ldx, const vo
   }
 }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,fma")
+// Every function below is compiled for AVX-512 and only called after has_avx512() said the CPU has it.
+#define PHOTON_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
 
 enum WeightKind { kWF32, kWF16, kWBF16 };
 
 template <int WK>
-inline __m512 load_w(const void* base, int64_t i) {
+PHOTON_AVX512 inline __m512 load_w(const void* base, int64_t i) {
   if constexpr (WK == kWF32) {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
   } else if constexpr (WK == kWF16) {
@@ -64,7 +64,7 @@ inline __m512 load_w(const void* base, int64_t i) {
 }
 
 template <int WK>
-inline __m512 load_w_masked(const void* base, int64_t i, __mmask16 mask) {
+PHOTON_AVX512 inline __m512 load_w_masked(const void* base, int64_t i, __mmask16 mask) {
   if constexpr (WK == kWF32) {
     return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
   } else if constexpr (WK == kWF16) {
@@ -77,7 +77,7 @@ inline __m512 load_w_masked(const void* base, int64_t i, __mmask16 mask) {
 
 // out[r, j0 + c] for r < MT, c < NT.
 template <int WK, int MT, int NT>
-inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0, float* out,
+PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0, float* out,
                  int64_t ldo) {
   __m512 acc[MT][NT];
   const void* rows[NT];
@@ -108,7 +108,7 @@ inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes,
 
 // All rows of one token block against weight rows [j_begin, j_end).
 template <int WK, int MT, int NT>
-void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j_begin,
+PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j_begin,
                 int64_t j_end, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + MT <= m; i += MT) {
@@ -124,7 +124,7 @@ void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_
 }
 
 template <int WK>
-void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+PHOTON_AVX512 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
@@ -141,7 +141,7 @@ void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void
   }
 }
 
-#pragma GCC pop_options
+#undef PHOTON_AVX512
 
 }  // namespace
 

@@ -34,7 +34,9 @@ void ForwardBatch::add_sequence(std::span<const int32_t> tokens, int32_t start, 
     const int32_t pos = start + static_cast<int32_t>(i);
     token_ids.push_back(tokens[i]);
     positions.push_back(pos);
-    slot_mapping.push_back(blocks[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size);
+    // A position past the block table gets no slot; validate() then rejects the batch as not fitting.
+    const auto block = static_cast<size_t>(pos / block_size);
+    slot_mapping.push_back(block < blocks.size() ? blocks[block] * block_size + pos % block_size : -1);
     if (want_logits == Logits::kAll) logits_indices.push_back(first_row + static_cast<int32_t>(i));
   }
   if (want_logits == Logits::kLast && !tokens.empty()) {

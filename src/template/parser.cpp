@@ -233,6 +233,8 @@ class Parser {
   // Parses nodes until a block tag whose keyword is in `stops` (left unconsumed after its keyword is read into
   // *stop), or the end of input when `stops` is empty.
   Status parse_body(Body& body, std::initializer_list<std::string_view> stops, std::string* stop) {
+    const Depth guard(depth_);
+    if (depth_ > kMaxDepth) return err("blocks are nested too deeply");
     while (true) {
       const Token& tok = peek();
       if (tok.type == Token::kEnd) {
@@ -382,7 +384,17 @@ class Parser {
     return e;
   }
 
+  // Nesting guard: a hostile template must not exhaust the stack.
+  struct Depth {
+    explicit Depth(int& d) : d_(d) { ++d_; }
+    ~Depth() { --d_; }
+    int& d_;
+  };
+  static constexpr int kMaxDepth = 200;
+
   Result<ExprPtr> parse_expr() {
+    const Depth guard(depth_);
+    if (depth_ > kMaxDepth) return err("the expression is nested too deeply");
     const Token at = peek();
     PHOTON_ASSIGN_OR_RETURN(ExprPtr value, parse_or());
     if (!is_name("if")) return value;
@@ -421,6 +433,8 @@ class Parser {
   Result<ExprPtr> parse_or() { return binary(&Parser::parse_and, {"or"}, true); }
   Result<ExprPtr> parse_and() { return binary(&Parser::parse_not, {"and"}, true); }
   Result<ExprPtr> parse_not() {
+    const Depth guard(depth_);
+    if (depth_ > kMaxDepth) return err("the expression is nested too deeply");
     if (is_name("not")) {
       const Token at = next();
       PHOTON_ASSIGN_OR_RETURN(ExprPtr inner, parse_not());
@@ -462,6 +476,8 @@ class Parser {
   Result<ExprPtr> parse_pow() { return binary(&Parser::parse_unary, {"**"}, false); }
 
   Result<ExprPtr> parse_unary() {
+    const Depth guard(depth_);
+    if (depth_ > kMaxDepth) return err("the expression is nested too deeply");
     if (is_op("-") || is_op("+")) {
       const Token at = next();
       PHOTON_ASSIGN_OR_RETURN(ExprPtr inner, parse_unary());
@@ -676,6 +692,7 @@ class Parser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -69,8 +69,15 @@ class Renderer {
  public:
   explicit Renderer(const std::unordered_map<std::string, Value>& globals) { scopes_.push_back(globals); }
 
+  // Limits that keep a hostile template from hanging or exhausting memory: work done, output size, call depth.
+  static constexpr int64_t kMaxSteps = 20'000'000;
+  static constexpr size_t kMaxOutput = size_t{64} << 20;
+  static constexpr int kMaxCallDepth = 64;
+
   Status render(const Body& body, std::string& out) {
     for (const NodePtr& n : body) {
+      if (++steps_ > kMaxSteps) return Status(StatusCode::kResourceExhausted, "the template does too much work");
+      if (out.size() > kMaxOutput) return Status(StatusCode::kResourceExhausted, "the template output is too large");
       PHOTON_RETURN_IF_ERROR(render_node(*n, out));
       if (break_ || continue_) return Status::ok();
     }
@@ -118,6 +125,9 @@ class Renderer {
       case Node::Kind::kMacro: {
         const Node* macro = &n;
         scopes_.back()[n.text] = Value(Callable([this, macro](Args& args, Kwargs& kwargs) -> Result<Value> {
+          if (call_depth_ >= kMaxCallDepth) {
+            return Status(StatusCode::kResourceExhausted, "macros call each other too deeply");
+          }
           std::unordered_map<std::string, Value> scope;
           for (size_t i = 0; i < macro->targets.size(); ++i) {
             Value v = Value::undefined(macro->targets[i]);
@@ -133,7 +143,9 @@ class Renderer {
           }
           scopes_.push_back(std::move(scope));
           std::string out;
+          ++call_depth_;
           const Status s = render(macro->body, out);
+          --call_depth_;
           scopes_.pop_back();
           PHOTON_RETURN_IF_ERROR(s);
           return Value(std::move(out));
@@ -189,6 +201,7 @@ class Renderer {
     }
     if (items.empty()) return render(n.else_body, out);
     for (size_t i = 0; i < items.size(); ++i) {
+      if (++steps_ > kMaxSteps) return Status(StatusCode::kResourceExhausted, "the template does too much work");
       scopes_.emplace_back();
       bind(n, items[i]);
       Dict loop;
@@ -383,6 +396,7 @@ class Renderer {
     if (op == "*" && ((l.is_string() && r.is_int()) || (l.is_int() && r.is_string()))) {
       const std::string& s = l.is_string() ? l.str() : r.str();
       const int64_t n = l.is_int() ? std::get<int64_t>(l.v) : std::get<int64_t>(r.v);
+      if (n > 0 && s.size() * static_cast<size_t>(n) > kMaxOutput) return error_at(e, "string repetition too large");
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += s;
       return Value(std::move(out));
@@ -806,6 +820,8 @@ class Renderer {
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   bool break_ = false;
   bool continue_ = false;
+  int64_t steps_ = 0;
+  int call_depth_ = 0;
 };
 
 // Globals every chat template may call.
