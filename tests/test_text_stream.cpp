@@ -25,6 +25,16 @@ std::string llama3_dir() {
   return fs::exists(dir / "tokenizer.json") ? dir.string() : std::string();
 }
 
+// dummy:tiny-llama3 with the real Llama 3 tokenizer (and its chat template).
+EngineConfig tiny_engine_config(const std::string& tokenizer_dir) {
+  EngineConfig c;
+  c.model = "dummy:tiny-llama3";
+  c.tokenizer = tokenizer_dir;
+  c.max_model_len = 128;
+  c.num_kv_blocks = 64;
+  return c;
+}
+
 // Streams `ids` and returns (joined text, index of the id that stopped or -1).
 std::pair<std::string, int> stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids,
                                        std::vector<std::string> stop) {
@@ -64,11 +74,7 @@ TEST_CASE("text deltas add up to the decoded text and stop strings end it exactl
 TEST_CASE("the engine streams text and honours stop strings") {
   const std::string dir = llama3_dir();
   if (dir.empty()) SKIP("tokenizer files not fetched (run scripts/fetch-tokenizers.sh)");
-  EngineConfig c;
-  c.model = "dummy:tiny-llama3";
-  c.tokenizer = dir;
-  c.max_model_len = 128;
-  c.num_kv_blocks = 64;
+  const EngineConfig c = tiny_engine_config(dir);
   auto engine = std::move(Engine::create(c).value());
   REQUIRE(engine->tokenizer() != nullptr);
   SamplingParams p;
@@ -114,11 +120,7 @@ TEST_CASE("the engine streams text and honours stop strings") {
 TEST_CASE("chat messages go through the model's template with exactly one BOS") {
   const std::string dir = llama3_dir();
   if (dir.empty()) SKIP("tokenizer files not fetched (run scripts/fetch-tokenizers.sh)");
-  EngineConfig c;
-  c.model = "dummy:tiny-llama3";
-  c.tokenizer = dir;
-  c.max_model_len = 128;
-  c.num_kv_blocks = 64;
+  const EngineConfig c = tiny_engine_config(dir);
   auto engine = std::move(Engine::create(c).value());
   REQUIRE(engine->chat_template() != nullptr);
   SamplingParams p;
