@@ -166,6 +166,11 @@ TEST_CASE("malformed tokenizer files give errors that name the problem") {
   expect("{" + model + R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(unclosed"}}})",
          StatusCode::kFormatError, "does not compile");
   expect("{" + model + R"(,"added_tokens":[{"id":"x"}]})", StatusCode::kFormatError, "added token");
+  // A field of the wrong type (found by fuzz_tokenizer_json; its input is in the fuzz corpus).
+  expect("{" + model + R"(,"pre_tokenizer":{"type":"ByteLevel","use_regex":1}})", StatusCode::kFormatError,
+         "wrong type");
+  expect(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[],"ignore_merges":"yes"}})", StatusCode::kFormatError,
+         "wrong type");
   CHECK(Tokenizer::load("/nonexistent/dir").status().code() == StatusCode::kNotFound);
   // A small valid file works end to end, merges in both spellings.
   for (const std::string merges : {R"(["a b"])", R"([["a","b"]])"}) {

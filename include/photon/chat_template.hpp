@@ -49,6 +49,7 @@ class PHOTON_API ChatTemplate {
 
  private:
   ChatTemplate();
+  static Result<std::unique_ptr<ChatTemplate>> load_impl(const std::string& dir);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -56,6 +56,7 @@ class PHOTON_API Tokenizer {
 
  private:
   Tokenizer();
+  static Result<std::unique_ptr<Tokenizer>> load_impl(const std::string& path);
   static Result<std::unique_ptr<Tokenizer>> load_sentencepiece(const std::string& model_path,
                                                                const std::string& config_path);
   struct Impl;

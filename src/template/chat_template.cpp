@@ -34,6 +34,14 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::from_source(std::string_view
 }
 
 Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load(const std::string& dir) {
+  try {
+    return load_impl(dir);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    return Status(StatusCode::kFormatError, fmt::format("{}/tokenizer_config.json: {}", dir, e.what()));
+  }
+}
+
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load_impl(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
   PHOTON_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
   const ordered_json cfg = ordered_json::parse(text, nullptr, false);

@@ -250,6 +250,18 @@ Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
 Tokenizer::~Tokenizer() = default;
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
+  // A field of the wrong type (say "use_regex": 1) makes nlohmann::json's accessors throw: it becomes an error
+  // here, so no exception ever leaves the library.
+  try {
+    return load_impl(path);
+  } catch (const nlohmann::json::exception& e) {
+    return Status(StatusCode::kFormatError, fmt::format("{}: a field has the wrong type ({})", path, e.what()));
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::load_impl(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path file = path;
