@@ -42,7 +42,7 @@ using NodePtr = std::unique_ptr<Node>;
 using Body = std::vector<NodePtr>;
 
 struct Node {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro, kCallBlock };
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro };
   Kind kind;
   int line = 0, column = 0;
   std::string text;                 // kText

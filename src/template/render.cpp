@@ -152,8 +152,6 @@ class Renderer {
         }));
         return Status::ok();
       }
-      case Node::Kind::kCallBlock:
-        break;
     }
     return Status(StatusCode::kInternal, "unknown template node");
   }
