@@ -91,6 +91,7 @@ typedef struct photon_engine_params {
   int32_t enable_prefix_caching; /* non-zero (default) to reuse shared prompt prefixes */
   uint64_t seed;                /* dummy weights and unseeded requests */
   const char* tokenizer;        /* tokenizer folder or file; NULL: the model folder's tokenizer.json if any */
+  int32_t tensor_parallel_size; /* GPUs (threads with device "cpu") to split the model across; default 1 */
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);

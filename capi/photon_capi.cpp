@@ -94,6 +94,7 @@ photon_engine_params photon_engine_params_default(void) {
   p.enable_prefix_caching = d.enable_prefix_caching ? 1 : 0;
   p.seed = d.seed;
   p.tokenizer = nullptr;
+  p.tensor_parallel_size = d.tensor_parallel_size;
   return p;
 }
 
@@ -124,6 +125,7 @@ photon_status photon_engine_create(const photon_engine_params* p, photon_engine*
     if (PHOTON_HAS_FIELD(p, enable_prefix_caching)) c.enable_prefix_caching = p->enable_prefix_caching != 0;
     if (PHOTON_HAS_FIELD(p, seed)) c.seed = p->seed;
     if (PHOTON_HAS_FIELD(p, tokenizer) && p->tokenizer != nullptr) c.tokenizer = p->tokenizer;
+    if (PHOTON_HAS_FIELD(p, tensor_parallel_size)) c.tensor_parallel_size = p->tensor_parallel_size;
     auto engine = photon::Engine::create(c);
     if (!engine) return fail_global(to_c(engine.status().code()), engine.status().message());
     auto* handle = new photon_engine();

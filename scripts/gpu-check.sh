@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # One command for the GPU machine: build with CUDA on all cores, run every test (CUDA ones included), run
-# compute-sanitizer memcheck over the CUDA tests, measure the HBM roofline and run the standard benchmark set.
-# Writes OUTDIR/summary.md, OUTDIR/results.jsonl and the logs. Usage: scripts/gpu-check.sh OUTDIR [BENCH_FILTER]
+# compute-sanitizer memcheck and racecheck over the CUDA tests, run the accuracy script against transformers
+# (tools/parity/gpu_parity.py), measure the HBM roofline and run the standard benchmark set (plus tensor-parallel
+# runs where there are several GPUs). Writes OUTDIR/summary.md, OUTDIR/results.jsonl and the logs.
+# Usage: scripts/gpu-check.sh OUTDIR [BENCH_FILTER]
+# GPU_CHECK_STEPS (default "test sanitize parity bench") picks steps; the build always runs (incrementally).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 filter=${2:-}
+steps=${GPU_CHECK_STEPS:-test sanitize parity bench}
 mkdir -p "$out"
 build=build-gpu
 results="$out/results.jsonl"
@@ -13,9 +17,13 @@ results="$out/results.jsonl"
 summary="$out/summary.md"
 status=0
 note() { echo "$*" | tee -a "$summary"; }
+want() { [[ " $steps " == *" $1 "* ]]; }
 : >"$summary"
 note "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/GPU: /' | tee -a "$summary"
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+# NVLink multicast (NVLS) stays off on shared hosts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 # Headers the GPU machine's image lacks (PCRE2, utf8proc) come as Debian packages carried in .deps/
 # (scripts/fetch-gpu-deps.sh), unpacked into a private prefix, never into /.
@@ -28,14 +36,24 @@ if ! pkg-config --exists libpcre2-8 libutf8proc 2>/dev/null && ls .deps/*.deb >/
   note "dependencies: PCRE2 and utf8proc unpacked from .deps into $prefix"
 fi
 
+# NCCL: the CUDA toolkit's if it has one, else the one PyTorch's pip wheels bring.
+nccl_root=
+if [ ! -e /usr/local/cuda/include/nccl.h ] && [ ! -e /usr/include/nccl.h ]; then
+  nccl_root=$(python3 -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
+  [ -n "$nccl_root" ] && export LD_LIBRARY_PATH=$nccl_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+note "GPUs: $gpus; NCCL: ${nccl_root:-system}"
+
 t0=$(date +%s)
-if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release &&
+if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+         ${nccl_root:+-DNCCL_ROOT=$nccl_root} &&
        cmake --build "$build" --parallel "$(nproc)"; } >"$out/build.log" 2>&1; then
   note "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
 fi
 note "build: $(( $(date +%s) - t0 )) s"
 
-if [ -z "$filter" ]; then
+grep -m1 "NCCL" "$out/build.log" | tee -a "$summary"
+if want test && [ -z "$filter" ]; then
   t0=$(date +%s)
   if ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
     note "ctest: $(grep -m1 'tests passed' "$out/ctest.log") ($(( $(date +%s) - t0 )) s)"
@@ -44,17 +62,36 @@ if [ -z "$filter" ]; then
     grep -B2 -A12 "FAILED:" "$out/ctest.log" | head -80
   fi
   "$build/bin/photon_tests" "[cuda]" 2>&1 | grep -E "mean .delta|greedy prefix" | tee -a "$summary"
-  t0=$(date +%s)
-  if command -v compute-sanitizer >/dev/null; then
-    if compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/photon_tests" "[cuda]" >"$out/memcheck.log" 2>&1; then
-      note "memcheck: clean ($(( $(date +%s) - t0 )) s)"
-    else
-      status=1; note "memcheck FAILED:"; grep -m20 -E "Invalid|ERROR|error" "$out/memcheck.log" | tee -a "$summary"
-    fi
-  else
-    note "memcheck: compute-sanitizer not found"
-  fi
+  "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
+  note "tensor-parallel GPU tests (exit $?): $(grep -E 'test cases|skipped' "$out/tp-tests.log" | tail -2 | tr '\n' ' ')"
 fi
+if want sanitize && [ -z "$filter" ]; then
+  # Single-GPU CUDA tests (the NCCL ones use several processes' worth of GPU state the tools do not model).
+  for tool in memcheck racecheck; do
+    t0=$(date +%s)
+    if ! command -v compute-sanitizer >/dev/null; then note "$tool: compute-sanitizer not found"; continue; fi
+    if timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/photon_tests" "[cuda]~[tp]" \
+         >"$out/$tool.log" 2>&1; then
+      note "$tool: clean ($(( $(date +%s) - t0 )) s)"
+    else
+      status=1; note "$tool FAILED (exit $?):"; grep -m20 -E "Invalid|ERROR|error|hazard" "$out/$tool.log" | tee -a "$summary"
+    fi
+  done
+fi
+if want parity && [ -z "$filter" ]; then
+  t0=$(date +%s)
+  tp_args=(); [ "$gpus" -ge 2 ] && tp_args=(--tp 2)
+  if timeout 400 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
+       --out "$out/parity.jsonl" "${tp_args[@]}" >"$out/parity.log" 2>&1; then
+    note "parity vs transformers float32 ($(( $(date +%s) - t0 )) s), mean |delta logprob| over 512 positions:"
+  else
+    status=1; note "parity FAILED (exit $?; ratio above 1.25, or an error: see parity.log):"
+  fi
+  grep "^|" "$out/parity.log" | tee -a "$summary"
+  tail -3 "$out/parity.log"
+  rm -rf /tmp/photon-parity
+fi
+want bench || exit $status
 
 "$build/bin/photon_hbm_bandwidth" | tee -a "$results"
 hbm=$(tail -1 "$results" | python3 -c "import json,sys; print(json.load(sys.stdin)['hbm_copy_gb_per_s'])" 2>/dev/null || echo 0)
@@ -77,8 +114,9 @@ import json, sys
 name, r, hbm = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3])
 roof = ""
 if r["num_prompts"] == 1 and hbm > 0:
-    # Batch-1 decode reads every weight byte per token: the roofline is bandwidth / weight bytes.
-    cap = hbm * 1e9 / r["weight_bytes"]
+    # Batch-1 decode reads every weight byte per token: the roofline is bandwidth / weight bytes (each of N
+    # tensor-parallel GPUs reads its 1/N).
+    cap = hbm * 1e9 * r.get("tensor_parallel_size", 1) / r["weight_bytes"]
     roof = f", roofline {cap:.0f} tok/s ({100 * r['output_tok_per_s'] / cap:.0f}%)"
 print(f"- {name}: {r['output_tok_per_s']:.1f} out tok/s, {r['total_tok_per_s']:.1f} total tok/s, "
       f"TTFT p50/p90/p99 {r['ttft_ms']['p50']:.1f}/{r['ttft_ms']['p90']:.1f}/{r['ttft_ms']['p99']:.1f} ms, "
@@ -94,4 +132,8 @@ bench qwen06b-b1 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --
 bench llama8b-b1 180 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256
 bench llama1b-1024x128 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128
 bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128
+if [ "$gpus" -ge 2 ]; then
+  bench llama8b-b1-tp2 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \
+    --tensor-parallel-size 2
+fi
 exit $status

@@ -148,10 +148,25 @@ TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
   const std::vector<int32_t> ids = {4, 0, 4, 2};
   Tensor gids = gpu_ints(*b.gpu, ids);
   Tensor gemb = Tensor::empty({4, dim}, DType::kBF16, b.gpu->allocator()).value();
-  b.gpu->embed(gids, gx, gemb);
+  b.gpu->embed(gids, gx, 0, gemb);
   const auto emb = read_back(*b.gpu, gemb);
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < dim; ++i) REQUIRE(emb[t * dim + i] == x[ids[t] * dim + i]);
+  // A vocabulary slice holding ids [2, 4): ids 4 and 0 embed as zeros.
+  b.gpu->embed(gids, gx.slice_rows(0, 2), 2, gemb);
+  const auto part = read_back(*b.gpu, gemb);
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < dim; ++i) REQUIRE(part[t * dim + i] == (ids[t] == 2 ? x[0 * dim + i] : 0.0f));
+  // copy_columns places a [rows, 3] block at column 198 of a [rows, 200] tensor, clipping the third column.
+  Tensor gcols = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kF32);
+  Tensor gblock = gpu_tensor(*b.gpu, std::vector<float>(x.begin(), x.begin() + rows * 3), {rows, 3}, DType::kF32);
+  b.gpu->copy_columns(gblock, gcols, dim - 2);
+  const auto cols = read_back(*b.gpu, gcols);
+  for (int r = 0; r < rows; ++r) {
+    REQUIRE(cols[r * dim + dim - 3] == x[r * dim + dim - 3]);
+    REQUIRE(cols[r * dim + dim - 2] == x[r * 3]);
+    REQUIRE(cols[r * dim + dim - 1] == x[r * 3 + 1]);
+  }
   Tensor ggath = Tensor::empty({2, dim}, DType::kBF16, b.gpu->allocator()).value();
   b.gpu->gather_rows(gx, gpu_ints(*b.gpu, std::vector<int32_t>{3, 1}), ggath);
   const auto gath = read_back(*b.gpu, ggath);

@@ -112,9 +112,14 @@ TEST_CASE("silu_mul, embed and gather_rows") {
   const auto table = encode(random_floats(10 * 6, rng), DType::kBF16, table_rounded);
   const int32_t ids[] = {9, 0, 4, 4};
   std::vector<float> e(4 * 6);
-  cpu::embed(ids, 4, table.data(), DType::kBF16, 6, e.data());
+  cpu::embed(ids, 4, table.data(), DType::kBF16, 10, 6, 0, e.data());
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 6; ++i) CHECK(e[t * 6 + i] == table_rounded[ids[t] * 6 + i]);
+  // A vocabulary slice: the table holds ids [4, 8); other ids embed as zeros.
+  std::vector<float> slice(4 * 6, -1.0f);
+  cpu::embed(ids, 4, table.data() + 4 * 6 * 2, DType::kBF16, 4, 6, 4, slice.data());
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 6; ++i) CHECK(slice[t * 6 + i] == (ids[t] == 4 ? table_rounded[4 * 6 + i] : 0.0f));
 
   const int32_t rows[] = {3, 1};
   std::vector<float> gathered(2 * 6);

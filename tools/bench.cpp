@@ -136,7 +136,8 @@ Status run(Options o) {
   const double out_tps = static_cast<double>(generated) / elapsed;
   const double total_tps = static_cast<double>(o.num_prompts * o.input_len + generated) / elapsed;
   const json ttft = percentiles(ttft_ms), tpot = percentiles(tpot_ms);
-  const std::string device = info.device_description;
+  const int tp = o.config.tensor_parallel_size;
+  const std::string device = tp > 1 ? fmt::format("{} x {}", tp, info.device_description) : info.device_description;
 
   fmt::print("model            {}\n", o.config.model);
   fmt::print("device           {}\n", device);
@@ -168,6 +169,7 @@ Status run(Options o) {
                       {"peak_device_bytes", stats.peak_device_bytes},
                       {"device", device},
                       {"weight_bytes", stats.weight_bytes},
+                      {"tensor_parallel_size", tp},
                       {"num_steps", stats.num_steps},
                       {"num_preemptions", stats.num_preemptions}};
     fmt::print("{}\n", out.dump());

@@ -27,6 +27,7 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
                                                                              : ""),
            d.device);
   a.option("seed", "N", "seed of dummy weights and of requests without their own seed", "0");
+  a.option("tensor-parallel-size", "N", "GPUs to split the model across (with --device cpu: threads)", "1");
   a.option("max-num-seqs", "N", "requests per step at most", std::to_string(d.max_num_seqs));
   a.option("max-num-batched-tokens", "N", "tokens per step at most (longer prompts are chunked)",
            std::to_string(d.max_num_batched_tokens));
@@ -67,6 +68,8 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   }
   PHOTON_ASSIGN_OR_RETURN(int64_t seed, a.get_int("seed", 0, INT64_MAX));
   c.seed = static_cast<uint64_t>(seed);
+  PHOTON_ASSIGN_OR_RETURN(int64_t tp, a.get_int("tensor-parallel-size", 1, 64));
+  c.tensor_parallel_size = static_cast<int32_t>(tp);
   PHOTON_ASSIGN_OR_RETURN(int64_t seqs, a.get_int("max-num-seqs", 1, 65536));
   PHOTON_ASSIGN_OR_RETURN(int64_t tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
   PHOTON_ASSIGN_OR_RETURN(int64_t block, a.get_int("block-size", 1, 1024));

@@ -53,6 +53,10 @@ struct EngineConfig {
   /// kv_cache_memory_bytes is 0; memory others already use counts against it. 0 chooses 0.9 on a GPU and 0.5 on
   /// the CPU (where "free" is MemAvailable from /proc/meminfo).
   double memory_utilization = 0.0;
+  /// GPUs (or, with device "cpu", threads) the model is split across, Megatron-style: attention heads, MLP
+  /// features and the vocabulary are divided evenly, and each rank's KV cache holds its KV heads. With device
+  /// "cuda:N" the ranks use GPUs N .. N + size - 1. The budgets above and num_kv_blocks are per rank.
+  int32_t tensor_parallel_size = 1;
   /// Exact number of KV blocks; overrides both budgets above when positive.
   int64_t num_kv_blocks = 0;
   /// Tokens per KV block.
@@ -125,10 +129,10 @@ struct EngineStats {
   int32_t block_size = 0;
   int64_t kv_capacity_tokens = 0;       ///< tokens the whole KV cache holds
   double kv_usage = 0.0;                ///< fraction of KV blocks in use by requests
-  uint64_t weight_bytes = 0;            ///< model weights resident on the device
-  uint64_t kv_cache_bytes = 0;
-  uint64_t workspace_bytes = 0;         ///< activation buffers
-  uint64_t peak_device_bytes = 0;       ///< most device memory the engine's allocator held at once
+  uint64_t weight_bytes = 0;            ///< model weights resident on the device(s), all ranks together
+  uint64_t kv_cache_bytes = 0;          ///< all ranks together
+  uint64_t workspace_bytes = 0;         ///< activation buffers, all ranks together
+  uint64_t peak_device_bytes = 0;       ///< most memory one device's allocator held at once (the largest rank)
   int64_t num_prompt_tokens = 0;        ///< computed so far (cache hits excluded)
   int64_t num_generated_tokens = 0;
 };

@@ -74,6 +74,9 @@ class Backend {
   virtual void copy_to_device(const void* host, Tensor& dst, size_t bytes) = 0;
   virtual void copy_to_host(const Tensor& src, void* host, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  /// Makes this backend's device the calling thread's current one (a thread that drives a GPU it did not create
+  /// calls this first). A no-op on the CPU.
+  virtual Status make_current() { return Status::ok(); }
   /// The first error an operation hit since the last call (operations themselves return nothing, so that the
   /// forward pass stays a plain sequence of calls); clears it. Asynchronous failures surface at the next sync.
   virtual Status take_error() { return Status::ok(); }
@@ -83,8 +86,9 @@ class Backend {
   /// the GPU converts to bf16 at load).
   virtual DType weight_dtype(DType stored) const { return stored; }
 
-  /// out[t, :] = table[ids[t], :].  ids i32 [T]; table [vocab, hidden]; out [T, hidden].
-  virtual void embed(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  /// out[t, :] = table[ids[t] - first_id, :], or zeros where that row is outside the table (a rank's slice of a
+  /// vocabulary-parallel embedding).  ids i32 [T]; table [rows, hidden]; out [T, hidden].
+  virtual void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) = 0;
   /// out[r, :] = x[r, :] / rms(x[r, :]) * weight.  x, out [rows, dim] (may alias); weight f32 [dim].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   /// residual += x; out = rms_norm(residual) * weight (the pre-norm of the next sub-layer).
@@ -95,6 +99,8 @@ class Backend {
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   /// out[i, :] = x[indices[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
+  /// out[r, col_offset + c] = src[r, c] for the columns c that fit in out.  src, out f32 [rows, *].
+  virtual void copy_columns(const Tensor& src, Tensor& out, int64_t col_offset) = 0;
 
   /// cos/sin f32 [T, head_dim / 2] of positions (i32 [T]) times inv_freq (f32 [head_dim / 2]).
   virtual void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) = 0;

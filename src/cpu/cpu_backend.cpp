@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -43,8 +44,9 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
-    cpu::embed(ids.data<int32_t>(), ids.numel(), table.raw(), table.dtype(), table.size(1), out.data<float>());
+  void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override {
+    cpu::embed(ids.data<int32_t>(), ids.numel(), table.raw(), table.dtype(), table.size(0), table.size(1), first_id,
+               out.data<float>());
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
@@ -69,6 +71,13 @@ class CpuBackend final : public Backend {
 
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cpu::gather_rows(x.data<float>(), indices.data<int32_t>(), indices.numel(), x.size(-1), out.data<float>());
+  }
+  void copy_columns(const Tensor& src, Tensor& out, int64_t col_offset) override {
+    const int64_t cols = std::min(src.size(1), out.size(1) - col_offset);
+    for (int64_t r = 0; r < src.size(0); ++r) {
+      std::memcpy(out.data<float>() + r * out.stride(0) + col_offset, src.data<float>() + r * src.stride(0),
+                  static_cast<size_t>(std::max<int64_t>(cols, 0)) * sizeof(float));
+    }
   }
 
   void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) override {

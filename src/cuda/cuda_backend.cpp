@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -93,9 +94,27 @@ class CudaBackend final : public Backend {
     return s;
   }
 
-  void embed(const Tensor& ids, const Tensor& table, Tensor& out) override {
-    cuda::embed(ids.data<int32_t>(), to_int(ids.numel()), bf16(table), to_int(table.size(1)), bf16_mut(out), stream_);
+  void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override {
+    cuda::embed(ids.data<int32_t>(), to_int(ids.numel()), bf16(table), to_int(table.size(0)), to_int(table.size(1)),
+                to_int(first_id), bf16_mut(out), stream_);
   }
+  void copy_columns(const Tensor& src, Tensor& out, int64_t col_offset) override {
+    const int64_t cols = std::min(src.size(1), out.size(1) - col_offset);
+    if (cols <= 0 || src.size(0) == 0) return;
+    const size_t esize = dtype_size(src.dtype());
+    record(cuda::cuda_status(
+        cudaMemcpy2DAsync(static_cast<char*>(out.raw()) + static_cast<size_t>(col_offset) * esize,
+                          static_cast<size_t>(out.stride(0)) * esize, src.raw(), static_cast<size_t>(src.stride(0)) * esize,
+                          static_cast<size_t>(cols) * esize, static_cast<size_t>(src.size(0)), cudaMemcpyDeviceToDevice,
+                          stream_),
+        "cudaMemcpy2DAsync", __FILE__, __LINE__));
+  }
+  Status make_current() override {
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    return Status::ok();
+  }
+  /// The stream every operation of this backend is enqueued on (for the NCCL communicator).
+  cudaStream_t stream() const { return stream_; }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     cuda::rms_norm(bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps, bf16_mut(out), stream_);
   }
@@ -273,6 +292,11 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+void* cuda_backend_stream(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
+}
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, size_t memory_limit_bytes) {
   const int count = cuda::device_count();

@@ -5,10 +5,17 @@
 namespace photon::cuda {
 namespace {
 
-__global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int hidden, uint16_t* out) {
+__global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int rows, int hidden, int first_id,
+                             uint16_t* out) {
   const int t = blockIdx.x;
-  const uint16_t* row = table + static_cast<int64_t>(ids[t]) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[static_cast<int64_t>(t) * hidden + i] = row[i];
+  const int r = ids[t] - first_id;
+  uint16_t* dst = out + static_cast<int64_t>(t) * hidden;
+  if (r < 0 || r >= rows) {  // another rank's slice of the vocabulary
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = 0;
+    return;
+  }
+  const uint16_t* row = table + static_cast<int64_t>(r) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = row[i];
 }
 
 __global__ void rms_norm_kernel(const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
@@ -56,8 +63,9 @@ int threads_for(int dim) { return dim >= 1024 ? 256 : (dim >= 256 ? 128 : 64); }
 
 }  // namespace
 
-void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int hidden, uint16_t* out, cudaStream_t s) {
-  if (num_tokens > 0) embed_kernel<<<num_tokens, threads_for(hidden), 0, s>>>(ids, table, hidden, out);
+void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, int hidden, int first_id, uint16_t* out,
+           cudaStream_t s) {
+  if (num_tokens > 0) embed_kernel<<<num_tokens, threads_for(hidden), 0, s>>>(ids, table, rows, hidden, first_id, out);
 }
 
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s) {

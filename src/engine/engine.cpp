@@ -19,10 +19,15 @@
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_backend.hpp"
 #endif
+#if defined(PHOTON_WITH_NCCL)
+#include "cuda/nccl_communicator.hpp"
+#endif
 #include "engine/model_runner.hpp"
 #include "engine/sampler.hpp"
 #include "engine/text_stream.hpp"
+#include "cpu/thread_communicator.hpp"
 #include "models/model_loader.hpp"
+#include "models/tensor_parallel.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace photon {
@@ -39,8 +44,8 @@ Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
   return *d;
 }
 
-// "cpu", "cuda" or "cuda:N".
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
+// "cpu", "cuda" or "cuda:N"; tensor-parallel rank r of a GPU group takes the r-th GPU from N on.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int rank) {
   if (device == "cpu") return make_cpu_backend(default_cpu_allocator());
   if (device == "cuda" || device.starts_with("cuda:")) {
 #if defined(PHOTON_WITH_CUDA)
@@ -52,7 +57,12 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& device) {
       }
       index = std::stoi(n);
     }
-    return make_cuda_backend(index);
+    auto backend = make_cuda_backend(index + rank);
+    if (!backend && rank > 0) {
+      return backend.status().with_context(
+          fmt::format("tensor-parallel rank {} (lower the tensor-parallel size to the GPUs there are)", rank));
+    }
+    return backend;
 #else
     return Status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
                                             "CUDA toolkit); use device \"cpu\"");
@@ -97,7 +107,9 @@ struct Engine::Impl {
   std::unique_ptr<ChatTemplate> chat_template;
   ModelInfo info;
   Clock::time_point epoch = Clock::now();
-  std::unique_ptr<Backend> backend;
+  std::vector<std::unique_ptr<Backend>> backends;  // one per tensor-parallel rank
+  Backend* backend = nullptr;                      // rank 0's: sampling and logits
+  std::vector<std::unique_ptr<Communicator>> communicators;
   uint64_t weight_bytes = 0;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
@@ -170,16 +182,48 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   source.dummy_dtype = *dtype;
   source.seed = config.seed;
 
-  PHOTON_ASSIGN_OR_RETURN(m.backend, make_backend(config.device));
+  const int tp = config.tensor_parallel_size;
+  if (tp < 1 || tp > 64) return Status(StatusCode::kInvalidArgument, "tensor_parallel_size must be from 1 to 64");
+  PHOTON_ASSIGN_OR_RETURN(const ModelConfig mc, load_config(source));
+  PHOTON_RETURN_IF_ERROR(check_tensor_parallel(mc, tp));
+  for (int r = 0; r < tp; ++r) {
+    PHOTON_ASSIGN_OR_RETURN(auto backend, make_backend(config.device, r));
+    m.backends.push_back(std::move(backend));
+  }
+  m.backend = m.backends[0].get();
   const bool on_gpu = m.backend->device().kind == DeviceKind::kCuda;
   const double utilization = config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
   PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype, *m.backend));
   if (on_gpu && kv_dtype != DType::kBF16) {
     return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
   }
-  PHOTON_ASSIGN_OR_RETURN(LoadedModel model, load_model(source, *m.backend, config.load_progress));
-  const ModelConfig mc = model.config;
-  m.weight_bytes = model.weights.bytes;
+  if (tp > 1 && !on_gpu) {
+    m.communicators = make_thread_communicators(tp);
+  } else if (tp > 1) {
+#if defined(PHOTON_WITH_NCCL)
+    std::vector<Backend*> raw;
+    for (auto& b : m.backends) raw.push_back(b.get());
+    PHOTON_ASSIGN_OR_RETURN(m.communicators, make_nccl_communicators(raw));
+#else
+    return Status(StatusCode::kUnsupported, "this build has no NCCL, which tensor parallelism on GPUs needs; install "
+                                            "NCCL and reconfigure, or use tensor_parallel_size 1");
+#endif
+  }
+  std::vector<ModelWeights> rank_weights;
+  for (int r = 0; r < tp; ++r) {
+    // Progress counts every rank's bytes: rank r's share is the r-th of tp equal parts of the total.
+    LoadProgress progress;
+    if (config.load_progress) {
+      progress = [&, r](uint64_t done, uint64_t total) {
+        config.load_progress(static_cast<uint64_t>(r) * total + done, static_cast<uint64_t>(tp) * total);
+      };
+    }
+    auto weights = load_model_weights(source, mc, *m.backends[static_cast<size_t>(r)], make_shard(mc, r, tp),
+                                      progress);
+    if (!weights) return tp == 1 ? weights.status() : weights.status().with_context(fmt::format("rank {}", r));
+    m.weight_bytes += weights->bytes;
+    rank_weights.push_back(std::move(*weights));
+  }
   {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -227,11 +271,20 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
   limits.max_seq_len = max_model_len;
   limits.use_graphs = !config.enforce_eager;
-  PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(mc, std::move(model.weights), *m.backend, limits));
+  std::vector<ModelRank> ranks;
+  for (int r = 0; r < tp; ++r) {
+    const auto u = static_cast<size_t>(r);
+    ModelRank rank;
+    rank.backend = m.backends[u].get();
+    Communicator* comm = tp > 1 ? m.communicators[u].get() : nullptr;
+    PHOTON_ASSIGN_OR_RETURN(rank.decoder, Decoder::create(mc, std::move(rank_weights[u]), *rank.backend, limits, comm));
+    ranks.push_back(std::move(rank));
+  }
+  const ModelConfig rank_config = shard_config(mc, make_shard(mc, 0, tp));
 
   // KV cache: an exact block count, else a byte budget, else a share of available memory. Never more than
-  // max_num_seqs full-length sequences can use.
-  const uint64_t per_block = PagedKvCache::bytes_per_block(mc, config.block_size, kv_dtype);
+  // max_num_seqs full-length sequences can use. Budgets are per device; each rank holds its KV heads' share.
+  const uint64_t per_block = PagedKvCache::bytes_per_block(rank_config, config.block_size, kv_dtype);
   int64_t num_blocks = 0;
   std::string budget_hint;
   if (config.num_kv_blocks > 0) {
@@ -242,11 +295,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     budget_hint = "raise the KV cache memory";
     if (budget == 0) {
       // The engine may use `utilization` of the device in all; weights and activations already took their part.
+      // CPU ranks share one memory, so they split what is left.
       size_t free_bytes = 0, total_bytes = 0;
       PHOTON_RETURN_IF_ERROR(m.backend->memory_info(&free_bytes, &total_bytes));
       const double allowed = utilization * static_cast<double>(total_bytes);
       const auto used = static_cast<double>(total_bytes - free_bytes);
-      budget = static_cast<uint64_t>(std::max(0.0, allowed - used));
+      budget = static_cast<uint64_t>(std::max(0.0, allowed - used) / (on_gpu ? 1 : tp));
       budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)",
                                 utilization, used / 1e9, static_cast<double>(total_bytes) / 1e9);
     }
@@ -260,9 +314,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
                               "lower max_model_len to {} or {}",
                               capacity, num_blocks, config.block_size, max_model_len, capacity, budget_hint));
   }
-  PHOTON_ASSIGN_OR_RETURN(PagedKvCache kv, PagedKvCache::create(mc, *m.backend, num_blocks, config.block_size,
-                                                                kv_dtype));
-  m.runner = std::make_unique<ModelRunner>(std::move(decoder), std::move(kv));
+  for (ModelRank& rank : ranks) {
+    PHOTON_ASSIGN_OR_RETURN(rank.kv_cache,
+                            PagedKvCache::create(rank_config, *rank.backend, num_blocks, config.block_size, kv_dtype));
+  }
+  m.runner = std::make_unique<ModelRunner>(std::move(ranks));
 
   SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;
@@ -285,7 +341,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   m.refresh_stats();
   log::info("engine ready: {} on {}, {:.2f} GB weights, KV cache {} blocks x {} tokens ({:.2f} GB)",
             mc.architecture_name, m.info.device, static_cast<double>(m.weight_bytes) / 1e9, num_blocks,
-            config.block_size, static_cast<double>(m.runner->kv_cache().bytes()) / 1e9);
+            config.block_size, static_cast<double>(m.runner->kv_cache_bytes()) / 1e9);
   return engine;
 }
 
@@ -577,9 +633,10 @@ void Engine::Impl::refresh_stats() {
   e.kv_capacity_tokens = static_cast<int64_t>(s.num_blocks) * e.block_size;
   e.kv_usage = scheduler->block_manager().usage();
   e.weight_bytes = weight_bytes;
-  e.kv_cache_bytes = runner->kv_cache().bytes();
-  e.workspace_bytes = runner->decoder().workspace_bytes();
-  e.peak_device_bytes = backend->allocator().peak_bytes();
+  e.kv_cache_bytes = runner->kv_cache_bytes();
+  e.workspace_bytes = runner->workspace_bytes();
+  e.peak_device_bytes = 0;
+  for (const auto& b : backends) e.peak_device_bytes = std::max<uint64_t>(e.peak_device_bytes, b->allocator().peak_bytes());
   e.num_prompt_tokens = num_prompt_tokens;
   e.num_generated_tokens = num_generated_tokens;
   std::lock_guard lock(mu);

@@ -1,7 +1,13 @@
-// ModelRunner: turns a SchedulerOutput into one forward pass of the decoder over the paged KV cache.
+// ModelRunner: turns a SchedulerOutput into one forward pass of the decoder over the paged KV cache, on one device
+// or on the ranks of a tensor-parallel group.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "models/decoder.hpp"
 #include "models/kv_cache.hpp"
@@ -13,22 +19,53 @@ namespace photon {
 /// block table, and the logit rows it needs (every row of a prompt-logprobs chunk, else the last when sampling).
 void build_forward_batch(const SchedulerOutput& output, int32_t block_size, ForwardBatch& batch);
 
+/// One rank of the model: its backend, its share of the decoder and its KV heads' cache.
+struct ModelRank {
+  Backend* backend = nullptr;  ///< not owned; outlives the runner
+  std::unique_ptr<Decoder> decoder;
+  PagedKvCache kv_cache;
+};
+
+/// Drives the ranks. With one rank, execute() is a plain call. With several (tensor parallelism), rank 0 runs on
+/// the thread that calls execute() and every other rank on a thread of its own, which the runner owns: the
+/// batch built by prepare() is shared with them in memory (the "broadcast" of a single process), all ranks run
+/// forward() on it at once, and their collectives meet on the devices.
 class ModelRunner {
  public:
-  ModelRunner(std::unique_ptr<Decoder> decoder, PagedKvCache kv_cache);
+  explicit ModelRunner(std::vector<ModelRank> ranks);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   /// Builds the ragged batch for `output` (host arrays, reused between steps; no allocation once warm).
   const ForwardBatch& prepare(const SchedulerOutput& output);
-  /// Runs the prepared batch; returns logits [output.num_logits, vocab] readable on the host.
+  /// Runs the prepared batch on every rank; returns rank 0's logits [output.num_logits, vocab] on its device. The
+  /// first error of any rank fails the step.
   Result<Tensor> execute();
 
-  const Decoder& decoder() const { return *decoder_; }
-  const PagedKvCache& kv_cache() const { return kv_cache_; }
+  /// Rank 0's decoder and cache (block geometry is the same on every rank).
+  const Decoder& decoder() const { return *ranks_[0].decoder; }
+  const PagedKvCache& kv_cache() const { return ranks_[0].kv_cache; }
+  int tensor_parallel_size() const { return static_cast<int>(ranks_.size()); }
+  /// Bytes of KV cache and of activation workspace over all ranks.
+  uint64_t kv_cache_bytes() const;
+  uint64_t workspace_bytes() const;
 
  private:
-  std::unique_ptr<Decoder> decoder_;
-  PagedKvCache kv_cache_;
+  void worker(size_t rank);
+
+  std::vector<ModelRank> ranks_;
   ForwardBatch batch_;
+
+  // Rank threads: `generation` counts steps handed out; each worker runs one forward per increment and counts
+  // itself into `finished`.
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_, done_cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> finished_{0};
+  bool stopping_ = false;
+  std::vector<Status> worker_status_;
 };
 
 }  // namespace photon

@@ -48,16 +48,24 @@ void ForwardBatch::add_sequence(std::span<const int32_t> tokens, int32_t start, 
   block_indptr.push_back(static_cast<int32_t>(block_indices.size()));
 }
 
-Decoder::Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits)
-    : config_(config), weights_(std::move(weights)), backend_(backend), limits_(limits) {}
+Decoder::Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits,
+                 Communicator* communicator)
+    : full_config_(config),
+      shard_(make_shard(config, communicator ? communicator->rank() : 0, communicator ? communicator->size() : 1)),
+      config_(shard_config(config, shard_)),
+      weights_(std::move(weights)),
+      backend_(backend),
+      comm_(communicator && communicator->size() > 1 ? communicator : nullptr),
+      limits_(limits) {}
 
 Result<std::unique_ptr<Decoder>> Decoder::create(const ModelConfig& config, ModelWeights weights, Backend& backend,
-                                                 const DecoderLimits& limits) {
+                                                 const DecoderLimits& limits, Communicator* communicator) {
   if (limits.max_num_tokens <= 0 || limits.max_num_seqs <= 0 || limits.max_num_logits <= 0 ||
       limits.max_num_blocks <= 0) {
     return Status(StatusCode::kInvalidArgument, "decoder limits must all be positive");
   }
-  std::unique_ptr<Decoder> d(new Decoder(config, std::move(weights), backend, limits));
+  if (communicator) PHOTON_RETURN_IF_ERROR(check_tensor_parallel(config, communicator->size()));
+  std::unique_ptr<Decoder> d(new Decoder(config, std::move(weights), backend, limits, communicator));
   PHOTON_RETURN_IF_ERROR(d->allocate_workspace());
   return d;
 }
@@ -70,7 +78,7 @@ Status Decoder::allocate_workspace() {
   const ModelConfig& c = config_;
   struct Item {
     Tensor* slot;
-    std::initializer_list<int64_t> shape;
+    std::vector<int64_t> shape;
     DType dtype;
   };
   const Item items[] = {
@@ -89,7 +97,14 @@ Status Decoder::allocate_workspace() {
       {&last_hidden_, {l, c.hidden_size}, act},
       {&logits_, {l, c.vocab_size}, DType::kF32},
   };
-  for (const Item& item : items) {
+  std::vector<Item> sharded;
+  if (comm_) {
+    sharded.push_back({&logits_shard_, {l, shard_.vocab_rows}, DType::kF32});
+    sharded.push_back({&logits_gathered_, {shard_.size * l, shard_.vocab_rows}, DType::kF32});
+  }
+  std::vector<Item> all(std::begin(items), std::end(items));
+  all.insert(all.end(), sharded.begin(), sharded.end());
+  for (const Item& item : all) {
     auto tensor = Tensor::empty(item.shape, item.dtype, a);
     if (!tensor) {
       return tensor.status().with_context(fmt::format("allocating the activation workspace for {} tokens and {} "
@@ -251,6 +266,7 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
     upload(b, shape);
     run(shape, kv);
     PHOTON_RETURN_IF_ERROR(backend_.take_error());
+    if (comm_) PHOTON_RETURN_IF_ERROR(comm_->take_error());
     return logits_.slice_rows(0, shape.logits);
   }
   // Decode step as a graph: pad to the bucket with dummy sequences (one token at position 0 of block 0 whose K/V
@@ -278,6 +294,7 @@ Result<Tensor> Decoder::forward(const ForwardBatch& b, PagedKvCache& kv) {
   }
   PHOTON_RETURN_IF_ERROR(backend_.launch_graph(it->second));
   PHOTON_RETURN_IF_ERROR(backend_.take_error());
+  if (comm_) PHOTON_RETURN_IF_ERROR(comm_->take_error());
   return logits_.slice_rows(0, shape.logits);
 }
 
@@ -318,7 +335,8 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const KvCacheLayout& layout = kv.layout();
 
-  backend_.embed(ids, weights_.embed, residual);
+  backend_.embed(ids, weights_.embed, shard_.vocab_begin, residual);
+  if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(li)];
@@ -339,18 +357,31 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
     backend_.rope_and_cache_write(q, k, v, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li));
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
+    if (comm_) comm_->all_reduce_sum(proj);  // row-parallel: each rank holds a partial sum over its heads
     backend_.add_rms_norm(residual, proj, w.post_norm, eps, hidden);
     backend_.linear(hidden, w.gate_proj, gate);
     backend_.linear(hidden, w.up_proj, up);
     backend_.silu_mul(gate, up, gate);
     backend_.linear(gate, w.down_proj, proj);
+    if (comm_) comm_->all_reduce_sum(proj);
   }
   backend_.add_rms_norm(residual, proj, weights_.final_norm, eps, hidden);
   if (n_logits > 0) {
     Tensor logits = logits_.slice_rows(0, n_logits);
     Tensor last = last_hidden_.slice_rows(0, n_logits);
     backend_.gather_rows(hidden, logits_indices_.slice_rows(0, n_logits), last);
-    backend_.linear(last, weights_.lm_head, logits);
+    if (!comm_) {
+      backend_.linear(last, weights_.lm_head, logits);
+      return;
+    }
+    // Vocabulary-parallel LM head: each rank computes its columns; gather them all and lay them side by side.
+    Tensor part = logits_shard_.slice_rows(0, n_logits);
+    Tensor gathered = logits_gathered_.slice_rows(0, shard_.size * n_logits);
+    backend_.linear(last, weights_.lm_head, part);
+    comm_->all_gather(part, gathered);
+    for (int r = 0; r < shard_.size; ++r) {
+      backend_.copy_columns(gathered.slice_rows(r * n_logits, (r + 1) * n_logits), logits, r * shard_.vocab_rows);
+    }
   }
 }
 

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/communicator.hpp"
 #include "models/kv_cache.hpp"
 #include "models/model_config.hpp"
+#include "models/tensor_parallel.hpp"
 #include "models/weights.hpp"
 
 namespace photon {
@@ -51,16 +53,21 @@ struct DecoderLimits {
 
 class Decoder {
  public:
-  /// Takes ownership of `weights`; `backend` must outlive the decoder.
+  /// Takes ownership of `weights`; `backend` must outlive the decoder. With a communicator (tensor parallelism),
+  /// the decoder is that rank's share: `weights` hold the rank's slice (make_shard(config, rank, size)), the KV
+  /// cache its KV heads (shard_config), and every rank must call forward() with the same batch at the same time;
+  /// each then returns the whole logits. `communicator` must outlive the decoder.
   static Result<std::unique_ptr<Decoder>> create(const ModelConfig& config, ModelWeights weights, Backend& backend,
-                                                 const DecoderLimits& limits);
+                                                 const DecoderLimits& limits, Communicator* communicator = nullptr);
 
   /// Runs the batch and returns logits f32 [logits_indices.size(), vocab] on the backend's device, valid until the
   /// next forward. Errors (batch past the limits, ids out of range, blocks outside the cache) leave the cache's
   /// other sequences untouched.
   Result<Tensor> forward(const ForwardBatch& batch, PagedKvCache& kv_cache);
 
-  const ModelConfig& config() const { return config_; }
+  /// The whole model's config (not the rank's share).
+  const ModelConfig& config() const { return full_config_; }
+  const TensorParallelShard& shard() const { return shard_; }
   const ModelWeights& weights() const { return weights_; }
   const DecoderLimits& limits() const { return limits_; }
   /// Bytes of activation workspace.
@@ -73,7 +80,8 @@ class Decoder {
     int64_t decode_tokens = 0, prefill_seqs = 0, max_prefill_query_len = 0;
   };
 
-  Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits);
+  Decoder(const ModelConfig& config, ModelWeights weights, Backend& backend, const DecoderLimits& limits,
+          Communicator* communicator);
   Status allocate_workspace();
   Status validate(const ForwardBatch& batch, const PagedKvCache& kv_cache) const;
   /// Copies the batch's arrays (and its decode / prefill split) to the device; fills the shape's split counts.
@@ -82,9 +90,12 @@ class Decoder {
   /// The graph bucket for a decode-only batch of `tokens` sequences, or 0 when it runs eagerly.
   int64_t graph_bucket(const ForwardBatch& batch) const;
 
-  ModelConfig config_;
+  ModelConfig full_config_;
+  TensorParallelShard shard_;
+  ModelConfig config_;  // this rank's share
   ModelWeights weights_;
   Backend& backend_;
+  Communicator* comm_;
   DecoderLimits limits_;
   uint64_t workspace_bytes_ = 0;
 
@@ -99,6 +110,7 @@ class Decoder {
   ForwardBatch padded_;
   std::map<std::pair<int64_t, const void*>, int> graphs_;  // (bucket, KV cache) -> graph id
   Tensor residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, cos_, sin_, last_hidden_, logits_;
+  Tensor logits_shard_, logits_gathered_;  // tensor parallelism: this rank's vocabulary columns, and every rank's
 };
 
 }  // namespace photon

@@ -29,16 +29,19 @@ Result<ModelConfig> load_config(const ModelSource& source) {
   return load_model_config(source.model);
 }
 
+Result<ModelWeights> load_model_weights(const ModelSource& source, const ModelConfig& config, Backend& backend,
+                                        const TensorParallelShard& shard, const LoadProgress& progress) {
+  if (is_preset(source.model) || source.format == LoadFormat::kDummy) {
+    return make_dummy_weights(config, backend, source.seed, source.dummy_dtype, shard, progress);
+  }
+  PHOTON_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(source.model));
+  return load_weights(config, ckpt, backend, shard, progress);
+}
+
 Result<LoadedModel> load_model(const ModelSource& source, Backend& backend, const LoadProgress& progress) {
   LoadedModel m;
   PHOTON_ASSIGN_OR_RETURN(m.config, load_config(source));
-  if (is_preset(source.model) || source.format == LoadFormat::kDummy) {
-    PHOTON_ASSIGN_OR_RETURN(m.weights, make_dummy_weights(m.config, backend, source.seed, source.dummy_dtype,
-                                                          progress));
-    return m;
-  }
-  PHOTON_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(source.model));
-  PHOTON_ASSIGN_OR_RETURN(m.weights, load_weights(m.config, ckpt, backend, progress));
+  PHOTON_ASSIGN_OR_RETURN(m.weights, load_model_weights(source, m.config, backend, {}, progress));
   return m;
 }
 

@@ -32,6 +32,10 @@ struct LoadedModel {
 /// Reads the config and loads (or generates) the weights onto `backend`.
 Result<LoadedModel> load_model(const ModelSource& source, Backend& backend, const LoadProgress& progress = {});
 
+/// Loads (or generates) one tensor-parallel shard's weights of the model whose config load_config() returned.
+Result<ModelWeights> load_model_weights(const ModelSource& source, const ModelConfig& config, Backend& backend,
+                                        const TensorParallelShard& shard, const LoadProgress& progress = {});
+
 /// Reads just the config (for planning memory before weights are loaded).
 Result<ModelConfig> load_config(const ModelSource& source);
 

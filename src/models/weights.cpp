@@ -1,6 +1,9 @@
 #include "models/weights.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -12,44 +15,93 @@
 namespace photon {
 namespace {
 
-// Describes one tensor the decoder needs.
+// Describes one tensor the decoder needs, and which part of it this rank keeps.
 struct Spec {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // the whole tensor, as the checkpoint holds it
   Tensor* slot;
-  bool is_norm;  // kept in f32 whatever the checkpoint holds
+  bool is_norm;       // kept in f32 whatever the checkpoint holds
+  int split_dim = -1; // -1: whole; 0: rows [begin, begin + count); 1: columns [begin, begin + count)
+  int64_t begin = 0;
+  int64_t count = 0;  // may reach past the tensor (padded vocabulary rows, which are zeros)
+
+  std::vector<int64_t> local_shape() const {
+    std::vector<int64_t> local = shape;
+    if (split_dim >= 0) local[static_cast<size_t>(split_dim)] = count;
+    return local;
+  }
 };
 
-std::vector<Spec> weight_specs(const ModelConfig& c, ModelWeights& w) {
+std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& tp, ModelWeights& w) {
   std::vector<Spec> specs;
-  const int64_t h = c.hidden_size;
-  specs.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, &w.embed, false});
+  const int64_t h = c.hidden_size, hd = c.head_dim;
+  const auto rows = [](int64_t begin, int64_t count) { return std::tuple{0, begin, count}; };
+  const auto cols = [](int64_t begin, int64_t count) { return std::tuple{1, begin, count}; };
+  const auto add = [&](std::string name, std::vector<int64_t> shape, Tensor* slot, bool is_norm,
+                       std::tuple<int, int64_t, int64_t> split = {-1, 0, 0}) {
+    Spec spec{std::move(name), std::move(shape), slot, is_norm};
+    std::tie(spec.split_dim, spec.begin, spec.count) = split;
+    if (!tp.is_sharded()) spec.split_dim = -1;
+    specs.push_back(std::move(spec));
+  };
+  const auto vocab = rows(tp.vocab_begin, tp.vocab_rows);
+  const auto q_rows = rows(tp.q_head_begin * hd, tp.num_heads * hd);
+  const auto kv_rows = rows(tp.kv_head_begin * hd, tp.num_kv_heads * hd);
+  const auto mlp_rows = rows(tp.intermediate_begin, tp.intermediate_size);
+  add("model.embed_tokens.weight", {c.vocab_size, h}, &w.embed, false, vocab);
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("model.layers.{}.", i);
-    specs.push_back({p + "input_layernorm.weight", {h}, &l.input_norm, true});
-    specs.push_back({p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.q_proj, false});
-    specs.push_back({p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.k_proj, false});
-    specs.push_back({p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.v_proj, false});
-    specs.push_back({p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false});
+    add(p + "input_layernorm.weight", {h}, &l.input_norm, true);
+    add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.q_proj, false, q_rows);
+    add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.k_proj, false, kv_rows);
+    add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.v_proj, false, kv_rows);
+    add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false, cols(tp.q_head_begin * hd, tp.num_heads * hd));
     if (c.has_qk_norm()) {
-      specs.push_back({p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm, true});
-      specs.push_back({p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm, true});
+      add(p + "self_attn.q_norm.weight", {hd}, &l.q_norm, true);
+      add(p + "self_attn.k_norm.weight", {hd}, &l.k_norm, true);
     }
-    specs.push_back({p + "post_attention_layernorm.weight", {h}, &l.post_norm, true});
-    specs.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_proj, false});
-    specs.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.up_proj, false});
-    specs.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}, &l.down_proj, false});
+    add(p + "post_attention_layernorm.weight", {h}, &l.post_norm, true);
+    add(p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_proj, false, mlp_rows);
+    add(p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.up_proj, false, mlp_rows);
+    add(p + "mlp.down_proj.weight", {h, c.intermediate_size}, &l.down_proj, false,
+        cols(tp.intermediate_begin, tp.intermediate_size));
   }
-  specs.push_back({"model.norm.weight", {h}, &w.final_norm, true});
-  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, h}, &w.lm_head, false});
+  add("model.norm.weight", {h}, &w.final_norm, true);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h}, &w.lm_head, false, vocab);
   return specs;
+}
+
+// The part of a host tensor a spec keeps: a view where it is a plain row range, else a copy (columns, or rows
+// padded with zeros past the end).
+Result<Tensor> slice_host(const Tensor& full, const Spec& s) {
+  if (s.split_dim < 0) return full;
+  const int64_t full_rows = full.size(0);
+  if (s.split_dim == 0 && s.begin + s.count <= full_rows) return full.slice_rows(s.begin, s.begin + s.count);
+  const std::vector<int64_t> shape = s.local_shape();
+  PHOTON_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(shape, full.dtype(), default_cpu_allocator()));
+  std::memset(out.raw(), 0, out.nbytes());
+  const size_t esize = dtype_size(full.dtype());
+  const auto* src = static_cast<const char*>(full.raw());
+  auto* dst = static_cast<char*>(out.raw());
+  const auto full_row_bytes = static_cast<size_t>(full.size(1)) * esize;
+  if (s.split_dim == 0) {
+    const int64_t have = std::max<int64_t>(0, full_rows - s.begin);
+    std::memcpy(dst, src + static_cast<size_t>(s.begin) * full_row_bytes, static_cast<size_t>(have) * full_row_bytes);
+  } else {
+    const auto row_bytes = static_cast<size_t>(s.count) * esize;
+    for (int64_t r = 0; r < full_rows; ++r) {
+      std::memcpy(dst + static_cast<size_t>(r) * row_bytes,
+                  src + static_cast<size_t>(r) * full_row_bytes + static_cast<size_t>(s.begin) * esize, row_bytes);
+    }
+  }
+  return out;
 }
 
 uint64_t spec_bytes(const Spec& s, DType dtype) {
   uint64_t n = 1;
-  for (int64_t d : s.shape) n *= static_cast<uint64_t>(d);
+  for (int64_t d : s.local_shape()) n *= static_cast<uint64_t>(d);
   return n * (s.is_norm ? 4 : dtype_size(dtype));
 }
 
@@ -73,8 +125,10 @@ void finish(const ModelConfig& c, ModelWeights& w) {
   if (c.tie_word_embeddings) w.lm_head = w.embed;
 }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+// SplitMix64's output for a state: the i-th draw of a stream seeded with s is mix(s + (i + 1) * gamma), so any
+// element of a tensor can be generated on its own.
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -86,25 +140,39 @@ uint64_t hash_name(std::string_view s) {
   return h;
 }
 
-// Uniform values of the given standard deviation (or `mean` +- that spread for norms), written as `dtype`.
-// Chunks are seeded independently, so the result does not depend on the thread count.
-void fill_random(void* dst, DType dtype, int64_t n, uint64_t seed, float mean, float stddev) {
-  constexpr int64_t kChunk = 1 << 16;
+// Fills `dst` (the spec's local shape, written as `dtype`) with the spec's part of a whole tensor of uniform values
+// of the given standard deviation around `mean`. Element i of the whole tensor (row-major) is draw i % 2^16 of the
+// stream seeded by (seed, i / 2^16), so every rank's slice agrees with the unsharded tensor, whatever the thread
+// count. Padded rows past the tensor's end are zeros.
+void fill_random(void* dst, DType dtype, const Spec& s, uint64_t seed, float mean, float stddev) {
+  constexpr int64_t kChunkBits = 16;
   const float half_width = stddev * std::sqrt(3.0f);
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    uint64_t state = seed ^ (static_cast<uint64_t>(c) * 0xd1b54a32d192ed03ull);
-    const int64_t begin = c * kChunk;
-    const int64_t end = std::min(n, begin + kChunk);
-    float buf[256];
-    for (int64_t i = begin; i < end; i += 256) {
-      const int64_t len = std::min<int64_t>(256, end - i);
-      for (int64_t j = 0; j < len; ++j) {
-        const double u = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;  // [0, 1)
-        buf[j] = mean + static_cast<float>((2.0 * u - 1.0) * half_width);
+  const int64_t full_rows = s.shape.size() == 2 ? s.shape[0] : 1;
+  const int64_t full_cols = s.shape.back();
+  const std::vector<int64_t> local = s.local_shape();
+  const int64_t rows = local.size() == 2 ? local[0] : 1;
+  const int64_t cols = local.back();
+  const int64_t row0 = s.split_dim == 0 ? s.begin : 0;
+  const int64_t col0 = s.split_dim == 1 ? s.begin : 0;
+  const size_t esize = dtype_size(dtype);
+#pragma omp parallel
+  {
+    std::vector<float> buf(static_cast<size_t>(cols));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t global_row = row0 + r;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (global_row >= full_rows) {
+          buf[static_cast<size_t>(c)] = 0.0f;
+          continue;
+        }
+        const int64_t i = global_row * full_cols + col0 + c;
+        const uint64_t stream = seed ^ (static_cast<uint64_t>(i >> kChunkBits) * 0xd1b54a32d192ed03ull);
+        const uint64_t draw = static_cast<uint64_t>(i & ((int64_t{1} << kChunkBits) - 1)) + 1;
+        const double u = static_cast<double>(mix(stream + draw * kGamma) >> 11) * 0x1.0p-53;  // [0, 1)
+        buf[static_cast<size_t>(c)] = mean + static_cast<float>((2.0 * u - 1.0) * half_width);
       }
-      cpu::from_f32(buf, len, dtype, static_cast<char*>(dst) + static_cast<size_t>(i) * dtype_size(dtype));
+      cpu::from_f32(buf.data(), cols, dtype, static_cast<char*>(dst) + static_cast<size_t>(r * cols) * esize);
     }
   }
 }
@@ -112,9 +180,9 @@ void fill_random(void* dst, DType dtype, int64_t n, uint64_t seed, float mean, f
 }  // namespace
 
 Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& ckpt, Backend& backend,
-                                  const LoadProgress& progress) {
+                                  const TensorParallelShard& shard, const LoadProgress& progress) {
   ModelWeights w;
-  const auto specs = weight_specs(config, w);
+  const auto specs = weight_specs(config, shard, w);
   uint64_t total = 0;
   for (const auto& s : specs) {
     const SafetensorsEntry* e = ckpt.entry(s.name);
@@ -136,8 +204,9 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
       return Status(StatusCode::kUnsupported, fmt::format("tensor '{}' is {}; weights must be f32, f16 or bf16",
                                                           s.name, dtype_name(host.dtype())));
     }
+    PHOTON_ASSIGN_OR_RETURN(const Tensor part, slice_host(host, s));
     PHOTON_ASSIGN_OR_RETURN(*s.slot,
-                            place(host, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend));
+                            place(part, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend));
     w.bytes += s.slot->nbytes();
     done += e->end - e->begin;
     if (progress) progress(done, total);
@@ -147,31 +216,31 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
 }
 
 Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed, DType dtype,
-                                        const LoadProgress& progress) {
+                                        const TensorParallelShard& shard, const LoadProgress& progress) {
   if (!is_float_dtype(dtype)) {
     return Status(StatusCode::kInvalidArgument, fmt::format("dummy weights must be f32, f16 or bf16, not {}",
                                                             dtype_name(dtype)));
   }
   dtype = backend.weight_dtype(dtype);
   ModelWeights w;
-  const auto specs = weight_specs(config, w);
+  const auto specs = weight_specs(config, shard, w);
   uint64_t total = 0;
   for (const auto& s : specs) total += spec_bytes(s, dtype);
   uint64_t done = 0;
   const bool on_host = backend.device() == Device::cpu();
   for (const auto& s : specs) {
     const DType t = s.is_norm ? DType::kF32 : dtype;
-    PHOTON_ASSIGN_OR_RETURN(Tensor dst, Tensor::empty(s.shape, t, backend.allocator()));
+    PHOTON_ASSIGN_OR_RETURN(Tensor dst, Tensor::empty(s.local_shape(), t, backend.allocator()));
     std::vector<char> staging(on_host ? 0 : dst.nbytes());
     void* target = on_host ? dst.raw() : staging.data();
     const uint64_t tensor_seed = seed ^ hash_name(s.name);
     if (s.is_norm) {
-      fill_random(target, t, dst.numel(), tensor_seed, 1.0f, 0.1f);
+      fill_random(target, t, s, tensor_seed, 1.0f, 0.1f);
     } else {
       // Embeddings: logit spread ~3 once hidden states are normalised; projections: unit gain (1/sqrt(fan_in)).
       const bool is_embedding = s.shape[0] == config.vocab_size;
       const float stddev = (is_embedding ? 3.0f : 1.0f) / std::sqrt(static_cast<float>(s.shape[1]));
-      fill_random(target, t, dst.numel(), tensor_seed, 0.0f, stddev);
+      fill_random(target, t, s, tensor_seed, 0.0f, stddev);
     }
     if (!on_host) backend.copy_to_device(staging.data(), dst, dst.nbytes());
     *s.slot = std::move(dst);

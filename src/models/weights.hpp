@@ -9,6 +9,7 @@
 #include "core/backend.hpp"
 #include "core/safetensors.hpp"
 #include "models/model_config.hpp"
+#include "models/tensor_parallel.hpp"
 
 namespace photon {
 
@@ -38,12 +39,16 @@ struct ModelWeights {
 using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 /// Loads and validates every tensor the config needs (names, shapes, dtypes); errors name the tensor and file.
+/// Only `shard`'s slice of each tensor reaches the device (tensor parallelism; the default shard is the whole).
 Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
-                                  Backend& backend, const LoadProgress& progress = {});
+                                  Backend& backend, const TensorParallelShard& shard = {},
+                                  const LoadProgress& progress = {});
 
 /// Deterministic random weights in `dtype` from `seed`, scaled so that activations keep unit size through the
 /// layers and the logits are spread (standard deviation about 3), not flat.
+/// A shard's slice holds exactly the values of the unsharded tensors, so every tensor-parallel size computes the
+/// same model.
 Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed, DType dtype,
-                                        const LoadProgress& progress = {});
+                                        const TensorParallelShard& shard = {}, const LoadProgress& progress = {});
 
 }  // namespace photon

@@ -1,0 +1,29 @@
+// Collective operations between the ranks of a tensor-parallel group. Each rank owns one Communicator, bound to its
+// backend: operations are enqueued on that backend's stream in order with its kernels (on the GPU they are NCCL
+// collectives and may be captured into CUDA graphs), and every rank must issue the same operations in the same
+// order with the same shapes.
+//
+// Thread safety: a communicator is used by its rank's thread only. Errors are recorded and returned by take_error(),
+// as the backend's operations do.
+#pragma once
+
+#include <photon/status.hpp>
+
+#include "core/tensor.hpp"
+
+namespace photon {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// x = the elementwise sum of every rank's x (same shape and dtype on every rank), in place.
+  virtual void all_reduce_sum(Tensor& x) = 0;
+  /// out (contiguous, size() times the elements of `in`) = every rank's `in` one after another, in rank order.
+  virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+  /// The first error since the last call; clears it.
+  virtual Status take_error() = 0;
+};
+
+}  // namespace photon

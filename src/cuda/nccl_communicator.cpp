@@ -1,0 +1,145 @@
+#include "cuda/nccl_communicator.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cuda/cuda_backend.hpp"
+
+namespace photon {
+namespace {
+
+Status nccl_status(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return Status::ok();
+  return Status(StatusCode::kInternal, fmt::format("{} failed: {} (set NCCL_DEBUG=WARN for details)", what,
+                                                   ncclGetErrorString(r)));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int device, int rank, int size)
+      : comm_(comm), stream_(stream), device_(device), rank_(rank), size_(size) {}
+  ~NcclCommunicator() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(Tensor& x) override {
+    ncclDataType_t type;
+    if (!nccl_type(x, type)) return;
+    record(nccl_status(ncclAllReduce(x.raw(), x.raw(), static_cast<size_t>(x.numel()), type, ncclSum, comm_, stream_),
+                       "ncclAllReduce"));
+  }
+  void all_gather(const Tensor& in, Tensor& out) override {
+    ncclDataType_t type;
+    if (!nccl_type(in, type)) return;
+    if (out.numel() != in.numel() * size_) {
+      record(Status(StatusCode::kInternal, "all_gather: the output must hold size() inputs"));
+      return;
+    }
+    record(nccl_status(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.numel()), type, comm_, stream_),
+                       "ncclAllGather"));
+  }
+  Status take_error() override {
+    Status s = std::move(error_);
+    error_ = Status::ok();
+    return s;
+  }
+
+ private:
+  bool nccl_type(const Tensor& t, ncclDataType_t& type) {
+    switch (t.dtype()) {
+      case DType::kF32: type = ncclFloat32; break;
+      case DType::kBF16: type = ncclBfloat16; break;
+      case DType::kF16: type = ncclFloat16; break;
+      default:
+        record(Status(StatusCode::kUnsupported, fmt::format("NCCL collectives on {} tensors", dtype_name(t.dtype()))));
+        return false;
+    }
+    if (!t.is_contiguous()) {
+      record(Status(StatusCode::kInternal, "NCCL collectives take contiguous tensors"));
+      return false;
+    }
+    return true;
+  }
+  void record(Status s) {
+    if (!s.is_ok() && error_.is_ok()) error_ = std::move(s);
+  }
+
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  int device_, rank_, size_;
+  Status error_;
+};
+
+Result<cudaStream_t> stream_of(Backend& backend) {
+  void* stream = cuda_backend_stream(backend);
+  if (backend.device().kind != DeviceKind::kCuda) {
+    return Status(StatusCode::kInvalidArgument, "NCCL communicators need CUDA backends");
+  }
+  return static_cast<cudaStream_t>(stream);
+}
+
+}  // namespace
+
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends) {
+  const int n = static_cast<int>(backends.size());
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  for (Backend* b : backends) {
+    PHOTON_ASSIGN_OR_RETURN(cudaStream_t s, stream_of(*b));
+    devices.push_back(b->device().index);
+    streams.push_back(s);
+  }
+  std::vector<ncclComm_t> comms(static_cast<size_t>(n));
+  PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll"));
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int r = 0; r < n; ++r) {
+    const auto u = static_cast<size_t>(r);
+    out.push_back(std::make_unique<NcclCommunicator>(comms[u], streams[u], devices[u], r, n));
+  }
+  return out;
+}
+
+Result<std::string> make_nccl_unique_id() {
+  ncclUniqueId id;
+  PHOTON_RETURN_IF_ERROR(nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  std::string hex;
+  for (char c : id.internal) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  return hex;
+}
+
+Result<std::unique_ptr<Communicator>> join_nccl_group(Backend& backend, const std::string& unique_id, int rank,
+                                                       int size) {
+  ncclUniqueId id;
+  if (unique_id.size() != 2 * sizeof(id.internal)) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("the NCCL unique id must be {} hex digits (as make_nccl_unique_id writes it), not {}",
+                              2 * sizeof(id.internal), unique_id.size()));
+  }
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    unsigned value = 0;
+    if (std::sscanf(unique_id.c_str() + 2 * i, "%2x", &value) != 1) {
+      return Status(StatusCode::kInvalidArgument, "the NCCL unique id has a character that is not a hex digit");
+    }
+    id.internal[i] = static_cast<char>(value);
+  }
+  if (rank < 0 || rank >= size) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("rank {} is outside the group of {}", rank, size));
+  }
+  PHOTON_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(backend));
+  PHOTON_RETURN_IF_ERROR(backend.make_current());
+  ncclComm_t comm = nullptr;
+  PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank"));
+  return std::unique_ptr<Communicator>(
+      std::make_unique<NcclCommunicator>(comm, stream, backend.device().index, rank, size));
+}
+
+}  // namespace photon

@@ -1,0 +1,309 @@
+// Tensor parallelism on the CPU: ranks are threads exchanging sums and gathers in memory, so the sharding math
+// (column/row-parallel projections, split and replicated KV heads, vocabulary-parallel embedding and LM head) is
+// checked here against the unsharded model; the GPU tests run the same decoder over NCCL.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <photon/engine.hpp>
+
+#include "core/mapped_file.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/thread_communicator.hpp"
+#include "models/decoder.hpp"
+#include "models/model_loader.hpp"
+#include "models/tensor_parallel.hpp"
+#if defined(PHOTON_WITH_NCCL)
+#include "cuda/cuda_backend.hpp"
+#include "cuda/nccl_communicator.hpp"
+#endif
+
+using namespace photon;
+using nlohmann::json;
+
+namespace {
+
+const std::string kParity = std::string(PHOTON_TEST_DATA_DIR) + "/parity/";
+
+ModelConfig config_of(int64_t heads, int64_t kv_heads, int64_t intermediate, int64_t vocab) {
+  json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"vocab_size", vocab}, {"hidden_size", 32},
+            {"intermediate_size", intermediate}, {"num_hidden_layers", 2}, {"num_attention_heads", heads},
+            {"num_key_value_heads", kv_heads}, {"head_dim", 8}, {"max_position_embeddings", 128}};
+  return parse_model_config(j.dump()).value();
+}
+
+std::vector<float> to_vector(Backend& backend, const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  backend.copy_to_host(t, v.data(), v.size() * sizeof(float));
+  return v;
+}
+
+// Every rank of one model: its backend, communicator, decoder and cache. CPU ranks are threads; GPU ranks (given
+// their backends) talk through NCCL.
+struct Group {
+  Group(const std::string& model, int size) {
+    for (int r = 0; r < size; ++r) backends.push_back(make_cpu_backend(default_cpu_allocator()));
+    if (size > 1) comms = make_thread_communicators(size);
+    build(model, DType::kF32);
+  }
+  Group(const std::string& model, std::vector<std::unique_ptr<Backend>> gpus,
+        std::vector<std::unique_ptr<Communicator>> nccl)
+      : comms(std::move(nccl)), backends(std::move(gpus)) {
+    build(model, DType::kBF16);
+  }
+
+  void build(const std::string& model, DType kv_dtype) {
+    const int size = static_cast<int>(backends.size());
+    ModelSource source{model};
+    config = load_config(source).value();
+    REQUIRE(check_tensor_parallel(config, size).is_ok());
+    for (int r = 0; r < size; ++r) {
+      Backend& backend = *backends[static_cast<size_t>(r)];
+      const TensorParallelShard shard = make_shard(config, r, size);
+      auto w = load_model_weights(source, config, backend, shard);
+      REQUIRE(w.is_ok());
+      auto d = Decoder::create(config, std::move(*w), backend, DecoderLimits{64, 8, 64, 256},
+                               size > 1 ? comms[static_cast<size_t>(r)].get() : nullptr);
+      REQUIRE(d.is_ok());
+      decoders.push_back(std::move(*d));
+      auto kv = PagedKvCache::create(shard_config(config, shard), backend, 64, 4, kv_dtype);
+      REQUIRE(kv.is_ok());
+      caches.push_back(std::move(*kv));
+    }
+  }
+
+  // Runs the batch on every rank at once (rank 0 on this thread); returns each rank's logits.
+  std::vector<std::vector<float>> run(const ForwardBatch& batch) {
+    std::vector<std::vector<float>> out(decoders.size());
+    std::vector<Status> status(decoders.size());
+    auto one = [&](size_t r) {
+      status[r] = backends[r]->make_current();
+      if (!status[r].is_ok()) return;
+      auto logits = decoders[r]->forward(batch, caches[r]);
+      status[r] = logits.status();
+      if (logits) out[r] = to_vector(*backends[r], *logits);
+    };
+    std::vector<std::thread> threads;
+    for (size_t r = 1; r < decoders.size(); ++r) threads.emplace_back(one, r);
+    one(0);
+    for (auto& t : threads) t.join();
+    for (const Status& s : status) {
+      INFO(s.to_string());
+      REQUIRE(s.is_ok());
+    }
+    return out;
+  }
+
+  ModelConfig config;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Decoder>> decoders;
+  std::vector<PagedKvCache> caches;
+};
+
+// A prefill of two sequences (every row's logits of one), then a decode step of both.
+std::vector<ForwardBatch> prefill_then_decode() {
+  std::mt19937 rng(11);
+  std::vector<int32_t> a(13), b(5);
+  for (auto& t : a) t = static_cast<int32_t>(rng() % 1000);
+  for (auto& t : b) t = static_cast<int32_t>(rng() % 1000);
+  const std::vector<int32_t> blocks_a = {0, 1, 2, 3, 4}, blocks_b = {9, 7, 8};
+  std::vector<ForwardBatch> steps(2);
+  steps[0].add_sequence(a, 0, blocks_a, 4, ForwardBatch::Logits::kAll);
+  steps[0].add_sequence(b, 0, blocks_b, 4, ForwardBatch::Logits::kLast);
+  steps[1].add_sequence(std::vector<int32_t>{17}, 13, blocks_a, 4, ForwardBatch::Logits::kLast);
+  steps[1].add_sequence(std::vector<int32_t>{3}, 5, blocks_b, 4, ForwardBatch::Logits::kLast);
+  return steps;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("shards split heads, KV heads, MLP features and the vocabulary") {
+  const ModelConfig c = config_of(8, 2, 48, 1001);
+  // Two ranks: each holds one of the two KV heads.
+  const TensorParallelShard a = make_shard(c, 1, 2);
+  CHECK(a.q_head_begin == 4);
+  CHECK(a.num_heads == 4);
+  CHECK(a.kv_head_begin == 1);
+  CHECK(a.num_kv_heads == 1);
+  CHECK(a.intermediate_begin == 24);
+  CHECK(a.intermediate_size == 24);
+  CHECK(a.vocab_begin == 501);
+  CHECK(a.vocab_rows == 501);
+  CHECK(a.vocab_valid(c) == 500);  // the last row is padding
+  // Four ranks over two KV heads: ranks 0-1 keep head 0, ranks 2-3 head 1 (the heads their queries read).
+  for (int r = 0; r < 4; ++r) {
+    const TensorParallelShard s = make_shard(c, r, 4);
+    CHECK(s.num_kv_heads == 1);
+    CHECK(s.kv_head_begin == r / 2);
+    CHECK(s.num_heads == 2);
+  }
+  const ModelConfig local = shard_config(c, make_shard(c, 0, 4));
+  CHECK(local.num_heads == 2);
+  CHECK(local.num_kv_heads == 1);
+  CHECK(local.intermediate_size == 12);
+  CHECK(local.vocab_size == 1001);
+}
+
+TEST_CASE("a model that does not split over the ranks is an error naming the dimension") {
+  CHECK(check_tensor_parallel(config_of(8, 2, 48, 1000), 8).is_ok());
+  const Status heads = check_tensor_parallel(config_of(6, 2, 48, 1000), 4);
+  CHECK(heads.code() == StatusCode::kInvalidArgument);
+  CHECK(heads.message().find("6 attention heads") != std::string::npos);
+  const Status kv = check_tensor_parallel(config_of(12, 3, 48, 1000), 2);
+  CHECK(kv.message().find("3 KV heads") != std::string::npos);
+  const Status mlp = check_tensor_parallel(config_of(8, 2, 50, 1000), 4);
+  CHECK(mlp.message().find("50 features") != std::string::npos);
+  CHECK(check_tensor_parallel(config_of(8, 2, 48, 1000), 0).code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a rank's dummy weights are exactly its slice of the unsharded weights") {
+  const ModelConfig c = config_of(4, 2, 24, 101);
+  auto backend = make_cpu_backend(default_cpu_allocator());
+  const ModelWeights whole = make_dummy_weights(c, *backend, 7, DType::kF32).value();
+  const TensorParallelShard s = make_shard(c, 1, 2);
+  const ModelWeights part = make_dummy_weights(c, *backend, 7, DType::kF32, s).value();
+  const int64_t h = c.hidden_size, hd = c.head_dim;
+  auto at = [](const Tensor& t, int64_t r, int64_t col) { return t.data<float>()[r * t.size(1) + col]; };
+  const LayerWeights& w = whole.layers[1];
+  const LayerWeights& p = part.layers[1];
+  REQUIRE(p.q_proj.size(0) == 2 * hd);
+  REQUIRE(p.o_proj.size(1) == 2 * hd);
+  REQUIRE(p.down_proj.size(1) == 12);
+  for (int64_t r = 0; r < p.q_proj.size(0); ++r)
+    for (int64_t col = 0; col < h; ++col) REQUIRE(at(p.q_proj, r, col) == at(w.q_proj, 2 * hd + r, col));
+  for (int64_t r = 0; r < p.k_proj.size(0); ++r)
+    for (int64_t col = 0; col < h; ++col) REQUIRE(at(p.k_proj, r, col) == at(w.k_proj, hd + r, col));
+  for (int64_t r = 0; r < h; ++r) {
+    for (int64_t col = 0; col < 2 * hd; ++col) REQUIRE(at(p.o_proj, r, col) == at(w.o_proj, r, 2 * hd + col));
+    for (int64_t col = 0; col < 12; ++col) REQUIRE(at(p.down_proj, r, col) == at(w.down_proj, r, 12 + col));
+  }
+  // Vocabulary rows 51..101, the last one padding (zeros).
+  REQUIRE(part.embed.size(0) == 51);
+  for (int64_t col = 0; col < h; ++col) {
+    REQUIRE(at(part.embed, 0, col) == at(whole.embed, 51, col));
+    REQUIRE(at(part.embed, 49, col) == at(whole.embed, 100, col));
+    REQUIRE(at(part.embed, 50, col) == 0.0f);
+  }
+  for (int64_t i = 0; i < h; ++i) REQUIRE(p.input_norm.data<float>()[i] == w.input_norm.data<float>()[i]);
+}
+
+TEST_CASE("sharded decoders over a checkpoint reproduce the unsharded logits") {
+  // MHA and GQA, tied and untied LM heads, Llama and Qwen3; four ranks replicate the GQA models' two KV heads.
+  const std::string model = GENERATE("llama3-gqa-tied-ropescaled", "llama3-mha-untied", "qwen3-gqa-tied-headdim32",
+                                     "qwen3-mha-untied-headdim24");
+  const int size = GENERATE(2, 4);
+  INFO(model << " on " << size << " ranks");
+  Group whole(kParity + model, 1), split(kParity + model, size);
+  for (const ForwardBatch& batch : prefill_then_decode()) {
+    const auto ref = whole.run(batch)[0];
+    const auto got = split.run(batch);
+    REQUIRE(ref.size() == static_cast<size_t>(batch.logits_indices.size() * 1000));
+    for (size_t r = 0; r < got.size(); ++r) {
+      INFO("rank " << r);
+      CHECK(max_abs_diff(got[r], ref) < 1e-4);
+    }
+  }
+}
+
+#if defined(PHOTON_WITH_NCCL)
+TEST_CASE("GPU ranks over NCCL reproduce one GPU's logits within bf16 rounding", "[cuda][tp]") {
+  const int gpus = cuda_device_count();
+  if (gpus < 2) SKIP("tensor parallelism on GPUs needs at least 2 visible GPUs (" << gpus << " here)");
+  const std::string model = GENERATE("llama3-gqa-tied-ropescaled", "qwen3-mha-untied-headdim24");
+  const int size = GENERATE(2, 4);
+  if (size > gpus) SKIP(size << " ranks need " << size << " GPUs");
+  INFO(model << " on " << size << " GPUs");
+  auto gpu_group = [&](int n) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::vector<Backend*> raw;
+    for (int r = 0; r < n; ++r) {
+      backends.push_back(make_cuda_backend(r).value());
+      raw.push_back(backends.back().get());
+    }
+    std::vector<std::unique_ptr<Communicator>> comms;
+    if (n > 1) {
+      auto made = make_nccl_communicators(raw);
+      INFO(made.status().to_string());
+      REQUIRE(made.is_ok());
+      comms = std::move(*made);
+    }
+    return std::make_unique<Group>(kParity + model, std::move(backends), std::move(comms));
+  };
+  auto whole = gpu_group(1);
+  auto split = gpu_group(size);
+  for (const ForwardBatch& batch : prefill_then_decode()) {
+    const auto ref = whole->run(batch)[0];
+    const auto got = split->run(batch);
+    double mean = 0;
+    for (size_t i = 0; i < ref.size(); ++i) mean += std::abs(got[0][i] - ref[i]);
+    mean /= static_cast<double>(ref.size());
+    // Partial sums are all-reduced in bf16, one more rounding than on one GPU: logits agree to bf16 precision.
+    CHECK(mean < 0.02);
+    CHECK(max_abs_diff(got[0], ref) < 0.25);
+    for (size_t r = 1; r < got.size(); ++r) CHECK(got[r] == got[0]);  // every rank ends with the same logits
+  }
+}
+#endif
+
+TEST_CASE("an engine split over CPU ranks gives the greedy tokens of one rank and of transformers") {
+  const std::string model = kParity + "llama3-gqa-tied-ropescaled";
+  const json ref = json::parse(read_text_file(model + "/reference.json").value());
+  EngineConfig c;
+  c.model = model;
+  c.block_size = 4;
+  c.num_kv_blocks = 40;
+  c.max_model_len = 64;
+  c.max_num_batched_tokens = 16;
+  c.tensor_parallel_size = 2;
+  auto engine = Engine::create(c);
+  INFO(engine.status().to_string());
+  REQUIRE(engine.is_ok());
+  std::map<uint64_t, size_t> case_of;
+  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = 16;
+    p.ignore_eos = true;
+    case_of[(*engine)->submit(ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>(), p).value()] = i;
+  }
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  while ((*engine)->has_unfinished_requests()) {
+    REQUIRE((*engine)->step().is_ok());
+    for (auto& e : (*engine)->poll()) {
+      CHECK(e.error.empty());
+      tokens[e.request_id].insert(tokens[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
+    }
+  }
+  REQUIRE(tokens.size() == case_of.size());
+  for (const auto& [id, got] : tokens) {
+    auto expected = ref["cases"][case_of.at(id)]["output_ids"].get<std::vector<int32_t>>();
+    expected.resize(16);
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("an engine refuses a tensor-parallel size the model cannot take") {
+  EngineConfig c;
+  c.model = kParity + "llama3-gqa-tied-ropescaled";  // 4 heads, 2 KV heads
+  c.num_kv_blocks = 40;
+  c.tensor_parallel_size = 3;
+  auto engine = Engine::create(c);
+  REQUIRE_FALSE(engine.is_ok());
+  CHECK(engine.status().message().find("do not split over 3 ranks") != std::string::npos);
+  c.tensor_parallel_size = 0;
+  CHECK(Engine::create(c).status().code() == StatusCode::kInvalidArgument);
+}

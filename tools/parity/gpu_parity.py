@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Accuracy of PhotonInfer's CUDA backend at real model shapes, judged the way bf16 inference should be judged.
+
+bf16 arithmetic differs from float32 by itself, so the question is not "does PhotonInfer match float32" but "is it
+as close to float32 as transformers' own bf16 run is". For random-weight checkpoints with the exact shapes of
+Llama-3.2-1B and Qwen3-0.6B (weights of standard deviation 0.05), this script computes the prompt logprobs of one
+random prompt at --positions positions three ways:
+  - transformers in float32 (the reference; the bf16 checkpoint's weights widen exactly),
+  - transformers in bf16,
+  - `photon generate --prompt-logprobs 0` on the GPU (and again with --tensor-parallel-size N for each N given),
+and reports mean |delta logprob| against float32 for each, and PhotonInfer's ratio to transformers' bf16 error
+(the bar: <= 1.25). Writes one JSON object per model to --out (JSON lines) and prints a table.
+
+Needs torch, transformers and a GPU. Usage:
+  python3 tools/parity/gpu_parity.py --photon build/bin/photon --workdir /tmp/parity --out parity.jsonl [--tp 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
+
+
+def rope_kwargs(theta, scaling=None):
+    if TRANSFORMERS_MAJOR >= 5:
+        params = {"rope_type": "default", "rope_theta": theta}
+        params.update(scaling or {})
+        return {"rope_parameters": params}
+    return {"rope_theta": theta, "rope_scaling": scaling}
+
+
+def llama_3_2_1b():
+    return "llama-3.2-1b-shape", LlamaForCausalLM, LlamaConfig(
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
+        tie_word_embeddings=True, initializer_range=0.05, bos_token_id=128000, eos_token_id=128001,
+        **rope_kwargs(500000.0, {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}))
+
+
+def qwen3_0_6b():
+    return "qwen3-0.6b-shape", Qwen3ForCausalLM, Qwen3Config(
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, max_position_embeddings=40960, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, initializer_range=0.05, bos_token_id=151643, eos_token_id=151645,
+        **rope_kwargs(1000000.0))
+
+
+def load(folder, dtype):
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa")
+    except TypeError:
+        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=dtype, attn_implementation="sdpa")
+    return model.cuda().eval()
+
+
+def hf_logprobs(model, prompt):
+    """logprob of prompt[i] under the distribution at position i - 1, for i >= 1."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt], device="cuda")).logits[0].double()
+    lp = torch.log_softmax(logits, dim=-1)
+    ids = torch.tensor(prompt[1:], device="cuda")
+    return lp[:-1].gather(1, ids[:, None])[:, 0].cpu()
+
+
+def photon_logprobs(photon, folder, prompt, tp):
+    cmd = [photon, "generate", "--model", folder, "--device", "cuda", "--prompt-ids", ",".join(map(str, prompt)),
+           "--prompt-logprobs", "0", "--max-tokens", "1", "--max-model-len", str(len(prompt) + 16),
+           "--max-num-batched-tokens", "2048", "--tensor-parallel-size", str(tp), "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f"photon failed ({run.returncode}): {run.stderr[-2000:]}")
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    entries = out["prompt_logprobs"][1:]
+    if len(entries) != len(prompt) - 1 or any(e["token"] != t for e, t in zip(entries, prompt[1:])):
+        raise SystemExit("photon's prompt logprobs do not line up with the prompt")
+    return torch.tensor([e["logprob"] for e in entries], dtype=torch.float64)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--photon", required=True, help="the photon executable")
+    ap.add_argument("--workdir", required=True, help="folder for the generated checkpoints")
+    ap.add_argument("--out", required=True, help="JSON-lines results file")
+    ap.add_argument("--positions", type=int, default=512)
+    ap.add_argument("--tp", type=int, action="append", default=[], help="also run with this tensor-parallel size")
+    args = ap.parse_args()
+    results = []
+    for seed, make in enumerate([llama_3_2_1b, qwen3_0_6b]):
+        name, cls, config = make()
+        folder = os.path.join(args.workdir, name)
+        torch.manual_seed(seed)
+        with torch.device("cuda"):
+            model = cls(config)
+        model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+        del model
+        g = torch.Generator().manual_seed(100 + seed)
+        prompt = torch.randint(0, config.vocab_size, (args.positions + 1,), generator=g).tolist()
+        ref_model = load(folder, torch.float32)
+        ref = hf_logprobs(ref_model, prompt)
+        del ref_model
+        bf16_model = load(folder, torch.bfloat16)
+        hf_bf16 = hf_logprobs(bf16_model, prompt)
+        del bf16_model
+        torch.cuda.empty_cache()
+        row = {"model": name, "positions": args.positions, "transformers": transformers.__version__,
+               "hf_bf16_mean_abs_delta": float((hf_bf16 - ref).abs().mean())}
+        for tp in [1] + args.tp:
+            ours = photon_logprobs(args.photon, folder, prompt, tp)
+            key = "photon" if tp == 1 else f"photon_tp{tp}"
+            row[f"{key}_mean_abs_delta"] = float((ours - ref).abs().mean())
+            row[f"{key}_ratio"] = row[f"{key}_mean_abs_delta"] / row["hf_bf16_mean_abs_delta"]
+        row["pass"] = all(v <= 1.25 for k, v in row.items() if k.endswith("_ratio"))
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    with open(args.out, "w") as f:
+        for row in results:
+            f.write(json.dumps(row) + "\n")
+    print("| model | transformers bf16 | " + " | ".join(k[:-len("_mean_abs_delta")] for k in results[0]
+                                                      if k.startswith("photon") and k.endswith("_mean_abs_delta")) + " |")
+    for row in results:
+        ours = [f"{row[k]:.4f} ({row[k[:-len('_mean_abs_delta')] + '_ratio']:.2f}x)" for k in row
+                if k.startswith("photon") and k.endswith("_mean_abs_delta")]
+        print(f"| {row['model']} | {row['hf_bf16_mean_abs_delta']:.4f} | " + " | ".join(ours) + " |")
+    sys.exit(0 if all(r["pass"] for r in results) else 1)
+
+
+if __name__ == "__main__":
+    main()
