@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 filter=${2:-}
-steps=${GPU_CHECK_STEPS:-test sanitize parity bench}
+steps=${GPU_CHECK_STEPS:-test sanitize parity bench}  # "tp" runs only the tensor-parallel tests
 mkdir -p "$out"
 build=build-gpu
 results="$out/results.jsonl"
@@ -53,7 +53,11 @@ fi
 note "build: $(( $(date +%s) - t0 )) s"
 
 grep -m1 "NCCL" "$out/build.log" | tee -a "$summary"
-if want test && [ -z "$filter" ]; then
+if want tp; then
+  "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
+  note "tensor-parallel GPU tests (exit $?): $(grep -E 'test cases|skipped|All tests' "$out/tp-tests.log" | tail -2 | tr '\n' ' ')"
+fi
+if want test; then
   t0=$(date +%s)
   if ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
     note "ctest: $(grep -m1 'tests passed' "$out/ctest.log") ($(( $(date +%s) - t0 )) s)"
@@ -62,10 +66,8 @@ if want test && [ -z "$filter" ]; then
     grep -B2 -A12 "FAILED:" "$out/ctest.log" | head -80
   fi
   "$build/bin/photon_tests" "[cuda]" 2>&1 | grep -E "mean .delta|greedy prefix" | tee -a "$summary"
-  "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
-  note "tensor-parallel GPU tests (exit $?): $(grep -E 'test cases|skipped' "$out/tp-tests.log" | tail -2 | tr '\n' ' ')"
 fi
-if want sanitize && [ -z "$filter" ]; then
+if want sanitize; then
   # Single-GPU CUDA tests (the NCCL ones use several processes' worth of GPU state the tools do not model).
   for tool in memcheck racecheck; do
     t0=$(date +%s)
@@ -78,17 +80,17 @@ if want sanitize && [ -z "$filter" ]; then
     fi
   done
 fi
-if want parity && [ -z "$filter" ]; then
+if want parity; then
   t0=$(date +%s)
   tp_args=(); [ "$gpus" -ge 2 ] && tp_args=(--tp 2)
-  if timeout 400 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
+  if timeout 240 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
        --out "$out/parity.jsonl" "${tp_args[@]}" >"$out/parity.log" 2>&1; then
     note "parity vs transformers float32 ($(( $(date +%s) - t0 )) s), mean |delta logprob| over 512 positions:"
   else
     status=1; note "parity FAILED (exit $?; ratio above 1.25, or an error: see parity.log):"
   fi
   grep "^|" "$out/parity.log" | tee -a "$summary"
-  tail -3 "$out/parity.log"
+  grep -E "^\[|Error|error" "$out/parity.log" | tail -12
   rm -rf /tmp/photon-parity
 fi
 want bench || exit $status

@@ -54,7 +54,7 @@ struct Group {
   }
   Group(const std::string& model, std::vector<std::unique_ptr<Backend>> gpus,
         std::vector<std::unique_ptr<Communicator>> nccl)
-      : comms(std::move(nccl)), backends(std::move(gpus)) {
+      : backends(std::move(gpus)), comms(std::move(nccl)) {
     build(model, DType::kBF16);
   }
 
@@ -100,9 +100,11 @@ struct Group {
     return out;
   }
 
+  // Destroyed in reverse: caches and decoders, then communicators (which flush their backends' streams), then
+  // the backends.
   ModelConfig config;
-  std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Communicator>> comms;
   std::vector<std::unique_ptr<Decoder>> decoders;
   std::vector<PagedKvCache> caches;
 };

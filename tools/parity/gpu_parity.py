@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import torch
 import transformers
@@ -73,7 +74,9 @@ def photon_logprobs(photon, folder, prompt, tp):
     cmd = [photon, "generate", "--model", folder, "--device", "cuda", "--prompt-ids", ",".join(map(str, prompt)),
            "--prompt-logprobs", "0", "--max-tokens", "1", "--max-model-len", str(len(prompt) + 16),
            "--max-num-batched-tokens", "2048", "--tensor-parallel-size", str(tp), "--json"]
-    run = subprocess.run(cmd, capture_output=True, text=True)
+    t0 = time.time()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+    log(f"photon (tensor-parallel size {tp}) took {time.time() - t0:.1f} s")
     if run.returncode != 0:
         raise SystemExit(f"photon failed ({run.returncode}): {run.stderr[-2000:]}")
     out = json.loads(run.stdout.strip().splitlines()[-1])
@@ -81,6 +84,13 @@ def photon_logprobs(photon, folder, prompt, tp):
     if len(entries) != len(prompt) - 1 or any(e["token"] != t for e, t in zip(entries, prompt[1:])):
         raise SystemExit("photon's prompt logprobs do not line up with the prompt")
     return torch.tensor([e["logprob"] for e in entries], dtype=torch.float64)
+
+
+START = time.time()
+
+
+def log(message):
+    print(f"[{time.time() - START:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
 def main():
@@ -100,6 +110,7 @@ def main():
             model = cls(config)
         model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
         del model
+        log(f"{name}: checkpoint written")
         g = torch.Generator().manual_seed(100 + seed)
         prompt = torch.randint(0, config.vocab_size, (args.positions + 1,), generator=g).tolist()
         ref_model = load(folder, torch.float32)
@@ -109,6 +120,7 @@ def main():
         hf_bf16 = hf_logprobs(bf16_model, prompt)
         del bf16_model
         torch.cuda.empty_cache()
+        log(f"{name}: transformers float32 and bf16 runs done")
         row = {"model": name, "positions": args.positions, "transformers": transformers.__version__,
                "hf_bf16_mean_abs_delta": float((hf_bf16 - ref).abs().mean())}
         for tp in [1] + args.tp:
