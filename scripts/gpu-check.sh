@@ -54,7 +54,7 @@ note "build: $(( $(date +%s) - t0 )) s"
 
 grep -m1 "NCCL" "$out/build.log" | tee -a "$summary"
 if want tp; then
-  "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
+  timeout 90 "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
   note "tensor-parallel GPU tests (exit $?): $(grep -E 'test cases|skipped|All tests' "$out/tp-tests.log" | tail -2 | tr '\n' ' ')"
 fi
 if want test; then

@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -18,15 +19,35 @@ Status nccl_status(ncclResult_t r, const char* what) {
                                                    ncclGetErrorString(r)));
 }
 
+// The NCCL communicators of one process's ranks. Tearing one down is collective (ncclCommDestroy finalizes,
+// which waits for every rank), so they are destroyed together, each on a thread of its own, once the last rank's
+// Communicator is gone.
+struct CommGroup {
+  std::vector<ncclComm_t> comms;
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  ~CommGroup() {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < comms.size(); ++i) {
+      threads.emplace_back([this, i] {
+        cudaSetDevice(devices[i]);
+        cudaStreamSynchronize(streams[i]);
+        ncclCommDestroy(comms[i]);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+};
+
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int device, int rank, int size)
-      : comm_(comm), stream_(stream), device_(device), rank_(rank), size_(size) {}
-  ~NcclCommunicator() override {
-    cudaSetDevice(device_);
-    cudaStreamSynchronize(stream_);
-    ncclCommDestroy(comm_);
-  }
+  /// The communicator at `index` of `group`, which is rank `rank` of `size` in NCCL's group.
+  NcclCommunicator(std::shared_ptr<CommGroup> group, size_t index, int rank, int size)
+      : group_(std::move(group)),
+        comm_(group_->comms[index]),
+        stream_(group_->streams[index]),
+        rank_(rank),
+        size_(size) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -73,9 +94,10 @@ class NcclCommunicator final : public Communicator {
     if (!s.is_ok() && error_.is_ok()) error_ = std::move(s);
   }
 
+  std::shared_ptr<CommGroup> group_;
   ncclComm_t comm_;
   cudaStream_t stream_;
-  int device_, rank_, size_;
+  int rank_, size_;
   Status error_;
 };
 
@@ -100,11 +122,12 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   }
   std::vector<ncclComm_t> comms(static_cast<size_t>(n));
   PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll"));
+  auto group = std::make_shared<CommGroup>();
+  group->comms = std::move(comms);
+  group->devices = std::move(devices);
+  group->streams = std::move(streams);
   std::vector<std::unique_ptr<Communicator>> out;
-  for (int r = 0; r < n; ++r) {
-    const auto u = static_cast<size_t>(r);
-    out.push_back(std::make_unique<NcclCommunicator>(comms[u], streams[u], devices[u], r, n));
-  }
+  for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, static_cast<size_t>(r), r, n));
   return out;
 }
 
@@ -138,8 +161,12 @@ Result<std::unique_ptr<Communicator>> join_nccl_group(Backend& backend, const st
   PHOTON_RETURN_IF_ERROR(backend.make_current());
   ncclComm_t comm = nullptr;
   PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank"));
-  return std::unique_ptr<Communicator>(
-      std::make_unique<NcclCommunicator>(comm, stream, backend.device().index, rank, size));
+  // One rank in this process: its group holds just its communicator (the other ranks tear down in theirs).
+  auto group = std::make_shared<CommGroup>();
+  group->comms = {comm};
+  group->devices = {backend.device().index};
+  group->streams = {stream};
+  return std::unique_ptr<Communicator>(std::make_unique<NcclCommunicator>(group, 0, rank, size));
 }
 
 }  // namespace photon
