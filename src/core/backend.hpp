@@ -129,6 +129,9 @@ class Backend {
   /// Ends the capture; returns an id for launch_graph.
   virtual Result<int> end_capture() { return Status(StatusCode::kUnsupported, "graphs are not supported"); }
   virtual Status launch_graph(int) { return Status(StatusCode::kUnsupported, "graphs are not supported"); }
+  /// Releases a graph from end_capture once its launches are done (its id is not reused). Graphs that captured
+  /// collectives must be released before their communicators are destroyed: NCCL waits for them.
+  virtual void destroy_graph(int) {}
 
   /// Chooses one token per request from f32 logits [rows, vocab] on the device and returns the ids on the host
   /// (`out_ids` has requests.size() entries). Waits for the result. Draws match the host sampler's.

@@ -47,7 +47,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
-    for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+    for (cudaGraphExec_t g : graphs_) {
+      if (g != nullptr) cudaGraphExecDestroy(g);
+    }
     plans_.clear();
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
@@ -194,6 +196,13 @@ class CudaBackend final : public Backend {
     PHOTON_RETURN_IF_ERROR(cuda::cuda_status(err, "cudaGraphInstantiate", __FILE__, __LINE__));
     graphs_.push_back(exec);
     return static_cast<int>(graphs_.size() - 1);
+  }
+  void destroy_graph(int id) override {
+    if (id < 0 || static_cast<size_t>(id) >= graphs_.size() || graphs_[static_cast<size_t>(id)] == nullptr) return;
+    cudaSetDevice(device_);
+    synchronize();
+    cudaGraphExecDestroy(graphs_[static_cast<size_t>(id)]);
+    graphs_[static_cast<size_t>(id)] = nullptr;
   }
   Status launch_graph(int id) override {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_.at(static_cast<size_t>(id)), stream_));

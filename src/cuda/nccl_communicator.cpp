@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <cstdio>
 #include <thread>
 
 #include <fmt/format.h>
@@ -19,7 +18,7 @@ Status nccl_status(ncclResult_t r, const char* what) {
                                                    ncclGetErrorString(r)));
 }
 
-// The NCCL communicators of one process's ranks. Tearing one down is collective (ncclCommDestroy finalizes,
+// The NCCL communicators of one process's ranks (one per GPU). Tearing one down is collective (ncclCommDestroy finalizes,
 // which waits for every rank), so they are destroyed together, each on a thread of its own, once the last rank's
 // Communicator is gone.
 struct CommGroup {
@@ -129,44 +128,6 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   std::vector<std::unique_ptr<Communicator>> out;
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, static_cast<size_t>(r), r, n));
   return out;
-}
-
-Result<std::string> make_nccl_unique_id() {
-  ncclUniqueId id;
-  PHOTON_RETURN_IF_ERROR(nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId"));
-  std::string hex;
-  for (char c : id.internal) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  return hex;
-}
-
-Result<std::unique_ptr<Communicator>> join_nccl_group(Backend& backend, const std::string& unique_id, int rank,
-                                                       int size) {
-  ncclUniqueId id;
-  if (unique_id.size() != 2 * sizeof(id.internal)) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("the NCCL unique id must be {} hex digits (as make_nccl_unique_id writes it), not {}",
-                              2 * sizeof(id.internal), unique_id.size()));
-  }
-  for (size_t i = 0; i < sizeof(id.internal); ++i) {
-    unsigned value = 0;
-    if (std::sscanf(unique_id.c_str() + 2 * i, "%2x", &value) != 1) {
-      return Status(StatusCode::kInvalidArgument, "the NCCL unique id has a character that is not a hex digit");
-    }
-    id.internal[i] = static_cast<char>(value);
-  }
-  if (rank < 0 || rank >= size) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("rank {} is outside the group of {}", rank, size));
-  }
-  PHOTON_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(backend));
-  PHOTON_RETURN_IF_ERROR(backend.make_current());
-  ncclComm_t comm = nullptr;
-  PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank"));
-  // One rank in this process: its group holds just its communicator (the other ranks tear down in theirs).
-  auto group = std::make_shared<CommGroup>();
-  group->comms = {comm};
-  group->devices = {backend.device().index};
-  group->streams = {stream};
-  return std::unique_ptr<Communicator>(std::make_unique<NcclCommunicator>(group, 0, rank, size));
 }
 
 }  // namespace photon

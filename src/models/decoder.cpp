@@ -58,6 +58,10 @@ Decoder::Decoder(const ModelConfig& config, ModelWeights weights, Backend& backe
       comm_(communicator && communicator->size() > 1 ? communicator : nullptr),
       limits_(limits) {}
 
+Decoder::~Decoder() {
+  for (const auto& [key, id] : graphs_) backend_.destroy_graph(id);
+}
+
 Result<std::unique_ptr<Decoder>> Decoder::create(const ModelConfig& config, ModelWeights weights, Backend& backend,
                                                  const DecoderLimits& limits, Communicator* communicator) {
   if (limits.max_num_tokens <= 0 || limits.max_num_seqs <= 0 || limits.max_num_logits <= 0 ||

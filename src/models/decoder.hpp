@@ -60,6 +60,11 @@ class Decoder {
   static Result<std::unique_ptr<Decoder>> create(const ModelConfig& config, ModelWeights weights, Backend& backend,
                                                  const DecoderLimits& limits, Communicator* communicator = nullptr);
 
+  /// Releases the graphs this decoder captured (before the communicator they captured goes away).
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
   /// Runs the batch and returns logits f32 [logits_indices.size(), vocab] on the backend's device, valid until the
   /// next forward. Errors (batch past the limits, ids out of range, blocks outside the cache) leave the cache's
   /// other sequences untouched.
