@@ -88,7 +88,8 @@ void BM_DecodeDummyModel(benchmark::State& state, const char* model) {
   const uint64_t weight_bytes = loaded->weights.bytes;
   // Bytes a decode step must read: every weight except the embedding table, of which one row is read.
   const uint64_t step_bytes =
-      weight_bytes - (config.tie_word_embeddings ? 0 : static_cast<uint64_t>(config.vocab_size * config.hidden_size * 2));
+      weight_bytes -
+      (config.tie_word_embeddings ? 0 : static_cast<uint64_t>(config.vocab_size * config.hidden_size * 2));
   auto decoder = Decoder::create(config, std::move(loaded->weights), *backend, {64, 1, 1, 64}).value();
   const int64_t context = 64;
   auto kv = PagedKvCache::create(config, *backend, 64, 16, DType::kF32).value();

@@ -29,9 +29,9 @@
 #include <stdint.h>
 
 #if defined(_WIN32)
-#  define PHOTON_C_API __declspec(dllimport)
+#define PHOTON_C_API __declspec(dllimport)
 #else
-#  define PHOTON_C_API __attribute__((visibility("default")))
+#define PHOTON_C_API __attribute__((visibility("default")))
 #endif
 
 #ifdef __cplusplus
@@ -60,7 +60,7 @@ typedef enum photon_status {
   PHOTON_ERROR_OUT_OF_MEMORY = 6,    /* an allocation failed or the memory budget is too small */
   PHOTON_ERROR_RESOURCE_EXHAUSTED = 7,
   PHOTON_ERROR_CANCELLED = 8,
-  PHOTON_ERROR_INTERNAL = 9          /* a bug; please report it with the message */
+  PHOTON_ERROR_INTERNAL = 9 /* a bug; please report it with the message */
 } photon_status;
 
 /* A short name for a status ("ok", "invalid argument", ...); static storage. */
@@ -76,22 +76,22 @@ typedef struct photon_engine photon_engine;
 
 typedef struct photon_engine_params {
   size_t struct_size;
-  const char* model;            /* checkpoint folder or "dummy:NAME"; required */
-  const char* load_format;      /* "auto" (default), "safetensors" or "dummy" */
-  const char* device;           /* "cpu" (default), "cuda" or "cuda:N" */
-  const char* dtype;            /* dummy weights: "bf16" (default), "f16", "f32" */
-  const char* kv_cache_dtype;   /* "auto" (default), "f32", "bf16" */
+  const char* model;              /* checkpoint folder or "dummy:NAME"; required */
+  const char* load_format;        /* "auto" (default), "safetensors" or "dummy" */
+  const char* device;             /* "cpu" (default), "cuda" or "cuda:N" */
+  const char* dtype;              /* dummy weights: "bf16" (default), "f16", "f32" */
+  const char* kv_cache_dtype;     /* "auto" (default), "f32", "bf16" */
   uint64_t kv_cache_memory_bytes; /* 0: from memory_utilization */
-  double memory_utilization;    /* fraction of the device's memory in all; 0 (default): 0.9 GPU, 0.5 CPU */
-  int64_t num_kv_blocks;        /* > 0 overrides both budgets */
-  int32_t block_size;           /* tokens per KV block; default 16 */
-  int32_t max_num_seqs;         /* default 64 */
+  double memory_utilization;      /* fraction of the device's memory in all; 0 (default): 0.9 GPU, 0.5 CPU */
+  int64_t num_kv_blocks;          /* > 0 overrides both budgets */
+  int32_t block_size;             /* tokens per KV block; default 16 */
+  int32_t max_num_seqs;           /* default 64 */
   int32_t max_num_batched_tokens; /* default 512 */
-  int32_t max_model_len;        /* 0: the model's context */
-  int32_t enable_prefix_caching; /* non-zero (default) to reuse shared prompt prefixes */
-  uint64_t seed;                /* dummy weights and unseeded requests */
-  const char* tokenizer;        /* tokenizer folder or file; NULL: the model folder's tokenizer.json if any */
-  int32_t tensor_parallel_size; /* GPUs (threads with device "cpu") to split the model across; default 1 */
+  int32_t max_model_len;          /* 0: the model's context */
+  int32_t enable_prefix_caching;  /* non-zero (default) to reuse shared prompt prefixes */
+  uint64_t seed;                  /* dummy weights and unseeded requests */
+  const char* tokenizer;          /* tokenizer folder or file; NULL: the model folder's tokenizer.json if any */
+  int32_t tensor_parallel_size;   /* GPUs (threads with device "cpu") to split the model across; default 1 */
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);
@@ -113,23 +113,23 @@ PHOTON_C_API int32_t photon_engine_max_model_len(const photon_engine* engine);
 
 typedef struct photon_sampling_params {
   size_t struct_size;
-  float temperature;          /* default 1; 0 is greedy */
-  int32_t top_k;              /* 0: off */
-  float top_p;                /* 1: off */
-  float min_p;                /* 0: off */
-  float repetition_penalty;   /* 1: off */
-  float presence_penalty;     /* 0: off */
-  float frequency_penalty;    /* 0: off */
-  int32_t max_tokens;         /* default 16 */
-  int32_t has_seed;           /* non-zero: use `seed` */
+  float temperature;        /* default 1; 0 is greedy */
+  int32_t top_k;            /* 0: off */
+  float top_p;              /* 1: off */
+  float min_p;              /* 0: off */
+  float repetition_penalty; /* 1: off */
+  float presence_penalty;   /* 0: off */
+  float frequency_penalty;  /* 0: off */
+  int32_t max_tokens;       /* default 16 */
+  int32_t has_seed;         /* non-zero: use `seed` */
   uint64_t seed;
   int32_t ignore_eos;
   const int32_t* stop_token_ids; /* copied during photon_submit */
   size_t num_stop_token_ids;
-  int32_t logprobs;           /* < 0: none; else report each token's logprob and the top N */
-  int32_t prompt_logprobs;    /* < 0: none; else each prompt token's logprob and the top N */
-  int32_t priority;           /* lower first */
-  const char* const* stop;    /* stop strings (copied during photon_submit); need a tokenizer */
+  int32_t logprobs;        /* < 0: none; else report each token's logprob and the top N */
+  int32_t prompt_logprobs; /* < 0: none; else each prompt token's logprob and the top N */
+  int32_t priority;        /* lower first */
+  const char* const* stop; /* stop strings (copied during photon_submit); need a tokenizer */
   size_t num_stop;
 } photon_sampling_params;
 
@@ -174,29 +174,28 @@ typedef enum photon_finish_reason {
 /* What happened to one request since the previous poll. Arrays point into engine-owned memory (see above). */
 typedef struct photon_event {
   uint64_t request_id;
-  const int32_t* token_ids;   /* new tokens */
+  const int32_t* token_ids; /* new tokens */
   size_t num_tokens;
-  const float* logprobs;      /* [num_tokens], or NULL when not requested */
-  const int32_t* top_ids;     /* [num_tokens * top_n], or NULL */
-  const float* top_logprobs;  /* [num_tokens * top_n], or NULL */
+  const float* logprobs;     /* [num_tokens], or NULL when not requested */
+  const int32_t* top_ids;    /* [num_tokens * top_n], or NULL */
+  const float* top_logprobs; /* [num_tokens * top_n], or NULL */
   int32_t top_n;
-  int32_t finished;           /* non-zero on the request's last event */
+  int32_t finished; /* non-zero on the request's last event */
   photon_finish_reason finish_reason;
-  const char* error;          /* "" unless finish_reason is PHOTON_FINISH_ERROR */
+  const char* error; /* "" unless finish_reason is PHOTON_FINISH_ERROR */
   int32_t num_prompt_tokens;
-  int32_t num_output_tokens;  /* in total so far */
+  int32_t num_output_tokens; /* in total so far */
   int32_t num_cached_prompt_tokens;
-  double arrival_time;        /* seconds on the engine's clock */
-  double first_token_time;    /* 0 until the first token */
-  double finish_time;         /* 0 until finished */
-  const char* text;           /* UTF-8 text of token_ids ("" without a tokenizer); never half a character */
+  double arrival_time;     /* seconds on the engine's clock */
+  double first_token_time; /* 0 until the first token */
+  double finish_time;      /* 0 until finished */
+  const char* text;        /* UTF-8 text of token_ids ("" without a tokenizer); never half a character */
   size_t text_len;
 } photon_event;
 
 /* Moves up to `capacity` pending events into `events` and sets *out_count. Events that do not fit stay queued.
  * Invalidates the arrays of events returned by the previous call. */
-PHOTON_C_API photon_status photon_poll(photon_engine* engine, photon_event* events, size_t capacity,
-                                       size_t* out_count);
+PHOTON_C_API photon_status photon_poll(photon_engine* engine, photon_event* events, size_t capacity, size_t* out_count);
 
 typedef struct photon_stats {
   size_t struct_size;
@@ -228,14 +227,14 @@ PHOTON_C_API void photon_tokenizer_destroy(photon_tokenizer* tokenizer);
 /* Token ids of `text_len` bytes of UTF-8 (invalid bytes are replaced by U+FFFD) into the caller's `ids` buffer.
  * *out_count receives the number of ids; when it exceeds `capacity` the call returns
  * PHOTON_ERROR_RESOURCE_EXHAUSTED having written nothing: call again with a buffer that large. */
-PHOTON_C_API photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text,
-                                                   size_t text_len, int add_special_tokens, int32_t* ids,
-                                                   size_t capacity, size_t* out_count);
+PHOTON_C_API photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text, size_t text_len,
+                                                   int add_special_tokens, int32_t* ids, size_t capacity,
+                                                   size_t* out_count);
 /* UTF-8 text of `ids` into the caller's buffer (not NUL-terminated; *out_len bytes); same capacity protocol.
  * PHOTON_ERROR_INVALID_ARGUMENT names an id outside the vocabulary (photon_last_error). */
 PHOTON_C_API photon_status photon_tokenizer_decode(const photon_tokenizer* tokenizer, const int32_t* ids,
-                                                   size_t num_ids, int skip_special_tokens, char* text,
-                                                   size_t capacity, size_t* out_len);
+                                                   size_t num_ids, int skip_special_tokens, char* text, size_t capacity,
+                                                   size_t* out_len);
 
 #ifdef __cplusplus
 }

@@ -101,11 +101,14 @@ photon_engine_params photon_engine_params_default(void) {
 photon_status photon_engine_create(const photon_engine_params* p, photon_engine** out) {
   if (out == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "out_engine is NULL");
   *out = nullptr;
-  if (p == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "params is NULL; start from "
-                                                                      "photon_engine_params_default()");
+  if (p == nullptr)
+    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT,
+                       "params is NULL; start from "
+                       "photon_engine_params_default()");
   if (p->struct_size < offsetof(photon_engine_params, model) + sizeof(p->model)) {
-    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "params->struct_size is too small; initialise the struct "
-                                                      "with photon_engine_params_default()");
+    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT,
+                       "params->struct_size is too small; initialise the struct "
+                       "with photon_engine_params_default()");
   }
   if (p->model == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "params->model is NULL");
   try {
@@ -196,32 +199,32 @@ namespace {
 photon::Result<photon::SamplingParams> to_cpp(const photon_sampling_params* p) {
   photon::SamplingParams s;
   if (p != nullptr) {
-      if (PHOTON_HAS_FIELD(p, temperature)) s.temperature = p->temperature;
-      if (PHOTON_HAS_FIELD(p, top_k)) s.top_k = p->top_k;
-      if (PHOTON_HAS_FIELD(p, top_p)) s.top_p = p->top_p;
-      if (PHOTON_HAS_FIELD(p, min_p)) s.min_p = p->min_p;
-      if (PHOTON_HAS_FIELD(p, repetition_penalty)) s.repetition_penalty = p->repetition_penalty;
-      if (PHOTON_HAS_FIELD(p, presence_penalty)) s.presence_penalty = p->presence_penalty;
-      if (PHOTON_HAS_FIELD(p, frequency_penalty)) s.frequency_penalty = p->frequency_penalty;
-      if (PHOTON_HAS_FIELD(p, max_tokens)) s.max_tokens = p->max_tokens;
-      if (PHOTON_HAS_FIELD(p, seed) && p->has_seed) s.seed = p->seed;
-      if (PHOTON_HAS_FIELD(p, ignore_eos)) s.ignore_eos = p->ignore_eos != 0;
-      if (PHOTON_HAS_FIELD(p, num_stop_token_ids) && p->num_stop_token_ids > 0) {
-        if (p->stop_token_ids == nullptr) {
-          return photon::Status(photon::StatusCode::kInvalidArgument, "stop_token_ids is NULL");
-        }
-        s.stop_token_ids.assign(p->stop_token_ids, p->stop_token_ids + p->num_stop_token_ids);
+    if (PHOTON_HAS_FIELD(p, temperature)) s.temperature = p->temperature;
+    if (PHOTON_HAS_FIELD(p, top_k)) s.top_k = p->top_k;
+    if (PHOTON_HAS_FIELD(p, top_p)) s.top_p = p->top_p;
+    if (PHOTON_HAS_FIELD(p, min_p)) s.min_p = p->min_p;
+    if (PHOTON_HAS_FIELD(p, repetition_penalty)) s.repetition_penalty = p->repetition_penalty;
+    if (PHOTON_HAS_FIELD(p, presence_penalty)) s.presence_penalty = p->presence_penalty;
+    if (PHOTON_HAS_FIELD(p, frequency_penalty)) s.frequency_penalty = p->frequency_penalty;
+    if (PHOTON_HAS_FIELD(p, max_tokens)) s.max_tokens = p->max_tokens;
+    if (PHOTON_HAS_FIELD(p, seed) && p->has_seed) s.seed = p->seed;
+    if (PHOTON_HAS_FIELD(p, ignore_eos)) s.ignore_eos = p->ignore_eos != 0;
+    if (PHOTON_HAS_FIELD(p, num_stop_token_ids) && p->num_stop_token_ids > 0) {
+      if (p->stop_token_ids == nullptr) {
+        return photon::Status(photon::StatusCode::kInvalidArgument, "stop_token_ids is NULL");
       }
-      if (PHOTON_HAS_FIELD(p, logprobs) && p->logprobs >= 0) s.logprobs = p->logprobs;
-      if (PHOTON_HAS_FIELD(p, prompt_logprobs) && p->prompt_logprobs >= 0) s.prompt_logprobs = p->prompt_logprobs;
-      if (PHOTON_HAS_FIELD(p, priority)) s.priority = p->priority;
-      if (PHOTON_HAS_FIELD(p, num_stop) && p->num_stop > 0) {
-        if (p->stop == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "stop is NULL");
-        for (size_t i = 0; i < p->num_stop; ++i) {
-          if (p->stop[i] == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "a stop string is NULL");
-          s.stop.emplace_back(p->stop[i]);
-        }
+      s.stop_token_ids.assign(p->stop_token_ids, p->stop_token_ids + p->num_stop_token_ids);
+    }
+    if (PHOTON_HAS_FIELD(p, logprobs) && p->logprobs >= 0) s.logprobs = p->logprobs;
+    if (PHOTON_HAS_FIELD(p, prompt_logprobs) && p->prompt_logprobs >= 0) s.prompt_logprobs = p->prompt_logprobs;
+    if (PHOTON_HAS_FIELD(p, priority)) s.priority = p->priority;
+    if (PHOTON_HAS_FIELD(p, num_stop) && p->num_stop > 0) {
+      if (p->stop == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "stop is NULL");
+      for (size_t i = 0; i < p->num_stop; ++i) {
+        if (p->stop[i] == nullptr) return photon::Status(photon::StatusCode::kInvalidArgument, "a stop string is NULL");
+        s.stop.emplace_back(p->stop[i]);
       }
+    }
   }
   return s;
 }
@@ -294,9 +297,9 @@ photon_status photon_render_chat(photon_engine* engine, const char* messages_jso
     if (!out) return fail(engine, out.status());
     *out_len = out->size();
     if (out->size() > capacity) {
-      return fail(engine, {photon::StatusCode::kResourceExhausted,
-                           "the text buffer holds " + std::to_string(capacity) + " bytes but " +
-                               std::to_string(out->size()) + " are needed"});
+      return fail(engine, {photon::StatusCode::kResourceExhausted, "the text buffer holds " + std::to_string(capacity) +
+                                                                       " bytes but " + std::to_string(out->size()) +
+                                                                       " are needed"});
     }
     std::copy(out->begin(), out->end(), text);
     return PHOTON_OK;
@@ -435,9 +438,7 @@ photon_status photon_tokenizer_load(const char* path, photon_tokenizer** out) {
   }
 }
 
-void photon_tokenizer_destroy(photon_tokenizer* tokenizer) {
-  delete reinterpret_cast<photon::Tokenizer*>(tokenizer);
-}
+void photon_tokenizer_destroy(photon_tokenizer* tokenizer) { delete reinterpret_cast<photon::Tokenizer*>(tokenizer); }
 
 photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text, size_t text_len,
                                       int add_special_tokens, int32_t* ids, size_t capacity, size_t* out_count) {
@@ -450,9 +451,8 @@ photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const c
     const auto out = tok->encode(std::string_view(text == nullptr ? "" : text, text_len), add_special_tokens != 0);
     *out_count = out.size();
     if (out.size() > capacity) {
-      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED,
-                         "the ids buffer holds " + std::to_string(capacity) + " ids but " +
-                             std::to_string(out.size()) + " are needed");
+      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED, "the ids buffer holds " + std::to_string(capacity) +
+                                                              " ids but " + std::to_string(out.size()) + " are needed");
     }
     std::copy(out.begin(), out.end(), ids);
     return PHOTON_OK;
@@ -473,9 +473,9 @@ photon_status photon_tokenizer_decode(const photon_tokenizer* tokenizer, const i
     if (!out) return fail_global(to_c(out.status().code()), out.status().message());
     *out_len = out->size();
     if (out->size() > capacity) {
-      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED,
-                         "the text buffer holds " + std::to_string(capacity) + " bytes but " +
-                             std::to_string(out->size()) + " are needed");
+      return fail_global(PHOTON_ERROR_RESOURCE_EXHAUSTED, "the text buffer holds " + std::to_string(capacity) +
+                                                              " bytes but " + std::to_string(out->size()) +
+                                                              " are needed");
     }
     std::copy(out->begin(), out->end(), text);
     return PHOTON_OK;

@@ -7,14 +7,14 @@
 
 static int failures = 0;
 static int passes = 0;
-#define EXPECT(cond)                                                  \
-  do {                                                                \
-    if (cond) {                                                       \
-      ++passes;                                                       \
-    } else {                                                          \
-      ++failures;                                                     \
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (cond) {                                                           \
+      ++passes;                                                           \
+    } else {                                                              \
+      ++failures;                                                         \
       fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
+    }                                                                     \
   } while (0)
 
 typedef struct {
@@ -34,7 +34,8 @@ static void drain(photon_engine* e, collected* out, uint64_t first_id, int count
       for (size_t i = 0; i < n; ++i) {
         const int k = (int)(events[i].request_id - first_id);
         if (k < 0 || k >= count) continue;
-        for (size_t t = 0; t < events[i].num_tokens && out[k].n < 64; ++t) out[k].tokens[out[k].n++] = events[i].token_ids[t];
+        for (size_t t = 0; t < events[i].num_tokens && out[k].n < 64; ++t)
+          out[k].tokens[out[k].n++] = events[i].token_ids[t];
         if (events[i].finished) {
           out[k].finished = 1;
           out[k].reason = events[i].finish_reason;
@@ -127,7 +128,8 @@ int main(int argc, char** argv) {
   if (photon_tokenizer_load(path, &tok) == PHOTON_OK) {
     int32_t ids[8];
     size_t n = 0;
-    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_RESOURCE_EXHAUSTED && n == 4);
+    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_RESOURCE_EXHAUSTED &&
+           n == 4);
     EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 8, &n) == PHOTON_OK && n == 4);
     EXPECT(ids[0] == 128000 && ids[1] == 9906);
     char text[64];

@@ -106,7 +106,7 @@ TEST_CASE("cached blocks are evicted least recently freed first, never while ref
   for (int32_t id : fresh) CHECK(std::find(keep.begin(), keep.end(), id) == keep.end());
   std::vector<int32_t> probe;
   CHECK(bm.acquire_cached_prefix(seq(5, 10), probe) == 0);  // a's contents are gone
-  CHECK_FALSE(bm.allocate(2, probe));                          // and nothing is left
+  CHECK_FALSE(bm.allocate(2, probe));                       // and nothing is left
   bm.release(fresh);
   bm.release(keep);
   CHECK(bm.num_free_blocks() == 4);

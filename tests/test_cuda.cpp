@@ -28,8 +28,8 @@ struct Backends {
 };
 
 // Both backends, or a skip when there is no GPU.
-#define REQUIRE_GPU(b)                                                      \
-  Backends b;                                                               \
+#define REQUIRE_GPU(b)                                                            \
+  Backends b;                                                                     \
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped"); \
   b.gpu = std::move(make_cuda_backend(0).value())
 
@@ -93,8 +93,13 @@ TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cud
   REQUIRE_GPU(b);
   std::mt19937 rng(1);
   // M <= 8 takes the GEMV kernel (K % 8 == 0), the rest cuBLASLt.
-  for (auto [m, k, n] : {std::tuple{1, 64, 200}, {3, 128, 77}, {8, 2048, 333}, {1, 1000, 50}, {5, 4104, 129},
-                         {17, 96, 1000}, {130, 256, 64}}) {
+  for (auto [m, k, n] : {std::tuple{1, 64, 200},
+                         {3, 128, 77},
+                         {8, 2048, 333},
+                         {1, 1000, 50},
+                         {5, 4104, 129},
+                         {17, 96, 1000},
+                         {130, 256, 64}}) {
     const auto x = random_vec(static_cast<size_t>(m * k), rng);
     const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
     Tensor cx = cpu_tensor(x, {m, k}), cw = cpu_tensor(w, {n, k});
@@ -177,8 +182,8 @@ TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   // Short chunks go to the decode kernel; a 100-token chunk (head_dim 64 / 128) to the tensor-core prefill kernel.
-  for (auto [hd, long_chunk] : {std::pair{16, false}, {24, false}, {64, false}, {128, false}, {256, false},
-                                {64, true}, {128, true}}) {
+  for (auto [hd, long_chunk] :
+       {std::pair{16, false}, {24, false}, {64, false}, {128, false}, {256, false}, {64, true}, {128, true}}) {
     std::mt19937 rng(static_cast<unsigned>(hd));
     const int heads = 4, kv_heads = 2, bs = 4, num_blocks = 40;
     // Three sequences: a prompt, a chunk after cached context, and one decode token; blocks scattered.
@@ -215,8 +220,10 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       auto make = [&](const std::vector<float>& data, std::initializer_list<int64_t> shape) {
         return be.device() == Device::cpu() ? cpu_tensor(data, shape) : gpu_tensor(be, data, shape, act);
       };
-      Tensor tq = make(q, {total, heads * hd}), tk = make(k, {total, kv_heads * hd}), tv = make(v, {total, kv_heads * hd});
-      Tensor tinv = be.device() == Device::cpu() ? cpu_tensor(inv, {hd / 2}) : gpu_tensor(be, inv, {hd / 2}, DType::kF32);
+      Tensor tq = make(q, {total, heads * hd}), tk = make(k, {total, kv_heads * hd}),
+             tv = make(v, {total, kv_heads * hd});
+      Tensor tinv =
+          be.device() == Device::cpu() ? cpu_tensor(inv, {hd / 2}) : gpu_tensor(be, inv, {hd / 2}, DType::kF32);
       auto ints = [&](const std::vector<int32_t>& data) {
         if (be.device() == Device::cpu()) {
           Tensor t = Tensor::empty({static_cast<int64_t>(data.size())}, DType::kI32, default_cpu_allocator()).value();
@@ -315,8 +322,8 @@ TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
 
 TEST_CASE("the CUDA engine tracks transformers' float32 logprobs on the parity checkpoints", "[cuda]") {
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
-  for (const char* name : {"llama3-gqa-tied-ropescaled", "llama3-mha-untied", "qwen3-gqa-tied-headdim32",
-                           "qwen3-mha-untied-headdim24"}) {
+  for (const char* name :
+       {"llama3-gqa-tied-ropescaled", "llama3-mha-untied", "qwen3-gqa-tied-headdim32", "qwen3-mha-untied-headdim24"}) {
     const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/parity/" + name;
     const auto ref = nlohmann::json::parse(read_text_file(dir + "/reference.json").value());
     EngineConfig c;
@@ -359,7 +366,7 @@ TEST_CASE("the CUDA engine tracks transformers' float32 logprobs on the parity c
     }
     const double mean = sum / count;
     WARN(name << ": mean |delta logprob| vs float32 = " << mean << ", greedy prefix " << greedy_equal << "/"
-                       << greedy_total);
+              << greedy_total);
     CHECK(mean < 0.05);
     CHECK(greedy_equal >= greedy_total / 2);
   }
@@ -394,9 +401,11 @@ TEST_CASE("decode steps replayed as CUDA graphs match eager steps", "[cuda]") {
     }
     while (engine->has_unfinished_requests()) {
       REQUIRE(engine->step().is_ok());
-      for (auto& e : engine->poll()) out[e.request_id].insert(out[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
+      for (auto& e : engine->poll())
+        out[e.request_id].insert(out[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
     }
-    for (auto& e : engine->poll()) out[e.request_id].insert(out[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
+    for (auto& e : engine->poll())
+      out[e.request_id].insert(out[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
     return out;
   };
   const auto eager = run(true), graphs = run(false);

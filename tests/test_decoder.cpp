@@ -33,8 +33,11 @@ ModelConfig small_config(bool qwen) {
             {"max_position_embeddings", 512},
             {"tie_word_embeddings", qwen}};
   if (!qwen) {
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 16}};
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 16}};
   }
   return parse_model_config(j.dump()).value();
 }

@@ -19,9 +19,7 @@ namespace {
 
 const std::string kModel = std::string(PHOTON_TEST_DATA_DIR) + "/parity/llama3-gqa-tied-ropescaled";
 
-json reference() {
-  return json::parse(read_text_file(kModel + "/reference.json").value());
-}
+json reference() { return json::parse(read_text_file(kModel + "/reference.json").value()); }
 
 std::unique_ptr<Engine> make_engine(EngineConfig c) {
   auto e = Engine::create(c);

@@ -42,8 +42,8 @@ TEST_CASE("matmul matches a double reference for every weight dtype and odd size
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double acc = 0;
-        for (int kk = 0; kk < k; ++kk) acc += static_cast<double>(x[static_cast<size_t>(i * k + kk)]) *
-                                              w_rounded[static_cast<size_t>(j * k + kk)];
+        for (int kk = 0; kk < k; ++kk)
+          acc += static_cast<double>(x[static_cast<size_t>(i * k + kk)]) * w_rounded[static_cast<size_t>(j * k + kk)];
         ref[static_cast<size_t>(i * n + j)] = acc;
       }
     INFO("m=" << m << " k=" << k << " n=" << n << " dtype=" << dtype_name(dtype) << " portable=" << portable);
@@ -62,7 +62,8 @@ TEST_CASE("matmul reads x rows with a stride") {
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double acc = 0;
-      for (int kk = 0; kk < k; ++kk) acc += static_cast<double>(x[static_cast<size_t>(i * ldx + kk)]) * w[static_cast<size_t>(j * k + kk)];
+      for (int kk = 0; kk < k; ++kk)
+        acc += static_cast<double>(x[static_cast<size_t>(i * ldx + kk)]) * w[static_cast<size_t>(j * k + kk)];
       CHECK(std::abs(out[static_cast<size_t>(i * n + j)] - acc) < 1e-4);
     }
 }
@@ -193,8 +194,8 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
   const auto q = random_floats(static_cast<size_t>(total_q * heads * hd), rng);
   std::vector<float> out(q.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  cpu::paged_attention(q.data(), heads, kv, query_start.data(), ctx.data(), block_indptr.data(),
-                       block_indices.data(), 3, scale, out.data());
+  cpu::paged_attention(q.data(), heads, kv, query_start.data(), ctx.data(), block_indptr.data(), block_indices.data(),
+                       3, scale, out.data());
   std::vector<double> ref(out.size());
   for (size_t s = 0; s < ctx.size(); ++s) {
     for (int i = 0; i < q_lens[s]; ++i) {
@@ -206,7 +207,8 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
         double mx = -1e300;
         for (int j = 0; j <= pos; ++j) {
           double d = 0;
-          for (int e = 0; e < hd; ++e) d += static_cast<double>(q[(t * heads + h) * hd + e]) * keys[s][(j * kv_heads + kvh) * hd + e];
+          for (int e = 0; e < hd; ++e)
+            d += static_cast<double>(q[(t * heads + h) * hd + e]) * keys[s][(j * kv_heads + kvh) * hd + e];
           sc[j] = d * scale;
           mx = std::max(mx, sc[j]);
         }

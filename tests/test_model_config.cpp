@@ -46,12 +46,15 @@ TEST_CASE("config.json fields map onto ModelConfig") {
 TEST_CASE("RoPE settings are read in both the transformers 4.x and 5.x spellings") {
   json v4 = llama_base();
   v4["rope_theta"] = 500000.0;
-  v4["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0},
-                        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  v4["rope_scaling"] = {{"rope_type", "llama3"},
+                        {"factor", 32.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}};
   json v5 = llama_base();
-  v5["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
-                           {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                           {"original_max_position_embeddings", 8192}};
+  v5["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
+                           {"factor", 32.0},          {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
   auto a = parse_model_config(v4.dump());
   auto b = parse_model_config(v5.dump());
   REQUIRE(a.is_ok());
@@ -114,8 +117,8 @@ TEST_CASE("config errors name the field and the file") {
 TEST_CASE("generation_config.json adds EOS ids and sampling defaults") {
   auto c = parse_model_config(llama_base().dump());
   REQUIRE(c.is_ok());
-  REQUIRE(apply_generation_config(R"({"eos_token_id":[7,9],"do_sample":true,"temperature":0.6,"top_p":0.9})", *c)
-              .is_ok());
+  REQUIRE(
+      apply_generation_config(R"({"eos_token_id":[7,9],"do_sample":true,"temperature":0.6,"top_p":0.9})", *c).is_ok());
   CHECK(c->eos_token_ids == std::vector<int32_t>{7, 9});
   CHECK(c->generation.do_sample);
   CHECK(c->generation.temperature == 0.6f);
@@ -164,6 +167,6 @@ TEST_CASE("llama3 RoPE scaling matches the published formula") {
     }
     CHECK_THAT(inv[i], Catch::Matchers::WithinRel(expected, 1e-6));
   }
-  CHECK(inv[0] == base[0]);             // highest frequency untouched
-  CHECK(inv[31] < base[31] / 31.0f);    // lowest frequency divided by 32
+  CHECK(inv[0] == base[0]);           // highest frequency untouched
+  CHECK(inv[31] < base[31] / 31.0f);  // lowest frequency divided by 32
 }

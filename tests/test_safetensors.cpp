@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <random>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -28,7 +28,9 @@ std::vector<unsigned char> make_file(const std::string& header, size_t data_byte
   return out;
 }
 
-Status parse(const std::vector<unsigned char>& bytes) { return parse_safetensors_header(bytes, "t.safetensors").status(); }
+Status parse(const std::vector<unsigned char>& bytes) {
+  return parse_safetensors_header(bytes, "t.safetensors").status();
+}
 
 fs::path temp_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("photon_test_" + name + "_" + std::to_string(::getpid()));
@@ -38,13 +40,12 @@ fs::path temp_dir(const std::string& name) {
 }
 
 void write(const fs::path& p, const std::vector<unsigned char>& bytes) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                           static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
-const std::string kGood =
-    R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
-    R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
+const std::string kGood = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                          R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]}})";
 
 }  // namespace
 
@@ -80,8 +81,7 @@ TEST_CASE("corrupt safetensors files give format errors, never crashes") {
     expect(make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), "non-negative");
   }
   SECTION("huge shape overflows") {
-    expect(make_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,4]}})", 4),
-           "too large");
+    expect(make_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,4]}})", 4), "too large");
   }
   SECTION("end before begin") {
     expect(make_file(R"({"a":{"dtype":"I8","shape":[0],"data_offsets":[4,2]}})", 4), "before begin");
@@ -117,8 +117,9 @@ TEST_CASE("sharded checkpoints are read through the index") {
         make_file(R"({"w1":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8));
   write(dir / "model-00002-of-00002.safetensors",
         make_file(R"({"w2":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]}})", 8));
-  json index = {{"metadata", {{"total_size", 16}}},
-                {"weight_map", {{"w1", "model-00001-of-00002.safetensors"}, {"w2", "model-00002-of-00002.safetensors"}}}};
+  json index = {
+      {"metadata", {{"total_size", 16}}},
+      {"weight_map", {{"w1", "model-00001-of-00002.safetensors"}, {"w2", "model-00002-of-00002.safetensors"}}}};
   std::ofstream(dir / "model.safetensors.index.json") << index.dump();
   auto ckpt = SafetensorsCheckpoint::open(dir.string());
   REQUIRE(ckpt.is_ok());

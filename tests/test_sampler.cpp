@@ -113,7 +113,7 @@ TEST_CASE("repetition, presence and frequency penalties") {
   p.presence_penalty = 0.05f;
   const std::vector<int32_t> output = {0, 0};
   CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 0);  // 2.0 - 0.05 > 1.9
-  p.frequency_penalty = 0.04f;                                     // 2.0 - 0.05 - 2 * 0.04 < 1.9
+  p.frequency_penalty = 0.04f;                                    // 2.0 - 0.05 - 2 * 0.04 < 1.9
   CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 1);
   // The scratch counters are left zeroed for the next call.
   for (int32_t c : s.counts) CHECK(c == 0);

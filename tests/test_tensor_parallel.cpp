@@ -32,9 +32,9 @@ namespace {
 const std::string kParity = std::string(PHOTON_TEST_DATA_DIR) + "/parity/";
 
 ModelConfig config_of(int64_t heads, int64_t kv_heads, int64_t intermediate, int64_t vocab) {
-  json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"vocab_size", vocab}, {"hidden_size", 32},
-            {"intermediate_size", intermediate}, {"num_hidden_layers", 2}, {"num_attention_heads", heads},
-            {"num_key_value_heads", kv_heads}, {"head_dim", 8}, {"max_position_embeddings", 128}};
+  json j = {{"architectures", {"Qwen3ForCausalLM"}}, {"vocab_size", vocab},    {"hidden_size", 32},
+            {"intermediate_size", intermediate},     {"num_hidden_layers", 2}, {"num_attention_heads", heads},
+            {"num_key_value_heads", kv_heads},       {"head_dim", 8},          {"max_position_embeddings", 128}};
   return parse_model_config(j.dump()).value();
 }
 

@@ -1,8 +1,8 @@
 // Text deltas and stop strings: UTF-8 safe, adding up to decode(), and a stop string never leaks.
 #include <catch2/catch_test_macros.hpp>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <photon/engine.hpp>
@@ -18,9 +18,10 @@ namespace {
 std::string llama3_dir() {
   const char* home = std::getenv("HOME");
   std::string cache = std::getenv("PHOTON_TOKENIZER_CACHE") ? std::getenv("PHOTON_TOKENIZER_CACHE")
-                      : std::getenv("XDG_CACHE_HOME")       ? std::string(std::getenv("XDG_CACHE_HOME")) + "/photon/tokenizers"
-                      : home                                ? std::string(home) + "/.cache/photon/tokenizers"
-                                                            : "";
+                      : std::getenv("XDG_CACHE_HOME")
+                          ? std::string(std::getenv("XDG_CACHE_HOME")) + "/photon/tokenizers"
+                      : home ? std::string(home) + "/.cache/photon/tokenizers"
+                             : "";
   const fs::path dir = fs::path(cache) / "llama3";
   return fs::exists(dir / "tokenizer.json") ? dir.string() : std::string();
 }

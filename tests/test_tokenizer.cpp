@@ -64,10 +64,10 @@ fs::path write_temp(const std::string& name, const std::string& text) {
 TEST_CASE("UTF-8 helpers repair invalid input and find complete prefixes") {
   CHECK(utf8::is_valid("héllo 😀"));
   CHECK_FALSE(utf8::is_valid("\xff"));
-  CHECK_FALSE(utf8::is_valid("\xc0\xaf"));          // overlong
-  CHECK_FALSE(utf8::is_valid("\xed\xa0\x80"));      // surrogate
+  CHECK_FALSE(utf8::is_valid("\xc0\xaf"));      // overlong
+  CHECK_FALSE(utf8::is_valid("\xed\xa0\x80"));  // surrogate
   CHECK(utf8::repair("a\xffz") == "a\xEF\xBF\xBDz");
-  const std::string smile = "😀";                   // 4 bytes
+  const std::string smile = "😀";  // 4 bytes
   for (size_t cut = 1; cut < 4; ++cut) CHECK(utf8::complete_prefix("ab" + smile.substr(0, cut)) == 2);
   CHECK(utf8::complete_prefix("ab" + smile) == 6);
   for (int b = 0; b < 256; ++b) {
@@ -122,7 +122,9 @@ TEST_CASE("tokenizer metadata: special tokens, BOS and EOS") {
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK(bad.status().message().find("999999") != std::string::npos);
   // Invalid UTF-8 is replaced, never rejected: the ids are those of the repaired text.
-  CHECK(tok->encode("a\xff" "b") == tok->encode("a\xEF\xBF\xBD" "b"));
+  CHECK(tok->encode("a\xff"
+                    "b") == tok->encode("a\xEF\xBF\xBD"
+                                        "b"));
 }
 
 TEST_CASE("streaming detokenization never splits a character and adds up to decode()") {
@@ -174,8 +176,8 @@ TEST_CASE("malformed tokenizer files give errors that name the problem") {
   CHECK(Tokenizer::load("/nonexistent/dir").status().code() == StatusCode::kNotFound);
   // A small valid file works end to end, merges in both spellings.
   for (const std::string merges : {R"(["a b"])", R"([["a","b"]])"}) {
-    const fs::path p = write_temp("ok.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":)" +
-                                                 merges + "}}");
+    const fs::path p =
+        write_temp("ok.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":)" + merges + "}}");
     auto tok = Tokenizer::load(p.string());
     REQUIRE(tok.is_ok());
     CHECK((*tok)->encode("abab") == std::vector<int32_t>{2, 2});

@@ -63,7 +63,8 @@ Status read_options(const Args& a, Options& o) {
                               a.get("quantization")));
   }
   for (const char* required : {"num-prompts", "input-len", "output-len"}) {
-    if (!a.has(required)) return Status(StatusCode::kInvalidArgument, fmt::format("option '--{}' is required", required));
+    if (!a.has(required))
+      return Status(StatusCode::kInvalidArgument, fmt::format("option '--{}' is required", required));
   }
   PHOTON_ASSIGN_OR_RETURN(o.num_prompts, a.get_int("num-prompts", 1, 1 << 20));
   PHOTON_ASSIGN_OR_RETURN(o.input_len, a.get_int("input-len", 1, 1 << 20));
@@ -141,8 +142,8 @@ Status run(Options o) {
 
   fmt::print("model            {}\n", o.config.model);
   fmt::print("device           {}\n", device);
-  fmt::print("requests         {} x ({} in, {} out), max {} running, {} tokens per step\n", o.num_prompts,
-             o.input_len, o.output_len, o.config.max_num_seqs, o.config.max_num_batched_tokens);
+  fmt::print("requests         {} x ({} in, {} out), max {} running, {} tokens per step\n", o.num_prompts, o.input_len,
+             o.output_len, o.config.max_num_seqs, o.config.max_num_batched_tokens);
   fmt::print("elapsed          {:.3f} s over {} steps, {} preemptions\n", elapsed, stats.num_steps,
              stats.num_preemptions);
   fmt::print("output tokens/s  {:.1f}\n", out_tps);

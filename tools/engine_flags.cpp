@@ -13,18 +13,19 @@ Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, st
 }  // namespace
 
 void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
-  a.option("model", "DIR|dummy:NAME", "Hugging Face checkpoint folder (config.json + safetensors), or a built-in "
-                                      "shape with random weights: dummy:llama-3.2-1b, dummy:llama-3.2-3b, "
-                                      "dummy:llama-3.1-8b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
-                                      "dummy:tiny-llama3, dummy:tiny-qwen3");
+  a.option("model", "DIR|dummy:NAME",
+           "Hugging Face checkpoint folder (config.json + safetensors), or a built-in "
+           "shape with random weights: dummy:llama-3.2-1b, dummy:llama-3.2-3b, "
+           "dummy:llama-3.1-8b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
+           "dummy:tiny-llama3, dummy:tiny-qwen3");
   a.option("load-format", "auto|safetensors|dummy", "dummy: random weights for a folder holding only config.json",
            "auto");
   a.option("tokenizer", "DIR_OR_FILE", "tokenizer folder or tokenizer.json (default: the model folder's, if any)");
   a.option("dtype", "bf16|f16|f32", "dtype of dummy weights (the GPU computes in bf16)", "bf16");
-  a.option("device", "cpu|cuda|cuda:N", std::string("where to run") +
-                                            (std::string(d.device) == "auto" ? " (default: cuda when a GPU is "
-                                                                               "visible, else cpu)"
-                                                                             : ""),
+  a.option("device", "cpu|cuda|cuda:N",
+           std::string("where to run") + (std::string(d.device) == "auto" ? " (default: cuda when a GPU is "
+                                                                            "visible, else cpu)"
+                                                                          : ""),
            d.device);
   a.option("seed", "N", "seed of dummy weights and of requests without their own seed", "0");
   a.option("tensor-parallel-size", "N", "GPUs to split the model across (with --device cpu: threads)", "1");
@@ -35,8 +36,9 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("block-size", "N", "tokens per KV-cache block", "16");
   a.option("num-kv-blocks", "N", "exact number of KV-cache blocks (overrides the memory budgets)");
   a.option("kv-cache-memory", "BYTES", "bytes for the KV cache (default: from --memory-utilization)");
-  a.option("memory-utilization", "F", "fraction of the device's memory the engine may take in all (default: 0.9 on "
-                                      "a GPU, 0.5 on the CPU)");
+  a.option("memory-utilization", "F",
+           "fraction of the device's memory the engine may take in all (default: 0.9 on "
+           "a GPU, 0.5 on the CPU)");
   a.option("kv-cache-dtype", "auto|f32|bf16", "dtype of the KV cache (auto: f32 on the CPU, bf16 on a GPU)", "auto");
   a.flag("enable-prefix-caching", "reuse the KV cache of shared prompt prefixes (the default)");
   a.flag("no-prefix-caching", "compute every prompt in full");
@@ -101,8 +103,8 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   }
   LogLevel level{};
   if (!parse_log_level(a.get("log-level"), &level)) {
-    return bad(fmt::format("option '--log-level' must be debug, info, warn, error or off, not '{}'",
-                           a.get("log-level")));
+    return bad(
+        fmt::format("option '--log-level' must be debug, info, warn, error or off, not '{}'", a.get("log-level")));
   }
   set_log_level(level);
   return Status::ok();

@@ -56,11 +56,12 @@ Args make_args() {
   a.option("prompt", "TEXT", "prompt as text (needs a tokenizer: the model folder's, or --tokenizer)");
   a.flag("chat", "send --prompt as one user message through the model's chat template");
   a.option("stop", "TEXT", "a stop string: generation ends before it (needs a tokenizer)");
-  a.option("requests", "FILE.jsonl", "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
-                                     "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
-                                     "presence_penalty, frequency_penalty, seed, ignore_eos, stop, stop_token_ids, "
-                                     "logprobs, prompt_logprobs, priority); {\"prompt\":\"text\"} needs a "
-                                     "tokenizer; missing fields take the flags' values");
+  a.option("requests", "FILE.jsonl",
+           "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
+           "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
+           "presence_penalty, frequency_penalty, seed, ignore_eos, stop, stop_token_ids, "
+           "logprobs, prompt_logprobs, priority); {\"prompt\":\"text\"} needs a "
+           "tokenizer; missing fields take the flags' values");
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
   a.option("temperature", "T", "0 for greedy; above 0 samples from softmax(logits / T)", "0");
@@ -297,13 +298,15 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
     outcomes[i].prompt = jobs[i].prompt;
     if (jobs[i].text) {
       if (engine->tokenizer() == nullptr) {
-        return Status(StatusCode::kInvalidArgument, "a text prompt needs a tokenizer: give --tokenizer DIR, or a "
-                                                    "model folder that holds tokenizer.json");
+        return Status(StatusCode::kInvalidArgument,
+                      "a text prompt needs a tokenizer: give --tokenizer DIR, or a "
+                      "model folder that holds tokenizer.json");
       }
       if (a.has("chat")) {
         if (engine->chat_template() == nullptr) {
-          return Status(StatusCode::kInvalidArgument, "'--chat' needs a chat template: the tokenizer folder's "
-                                                      "tokenizer_config.json has none");
+          return Status(StatusCode::kInvalidArgument,
+                        "'--chat' needs a chat template: the tokenizer folder's "
+                        "tokenizer_config.json has none");
         }
         ChatTemplate::Options chat;
         chat.add_generation_prompt = true;
@@ -350,8 +353,7 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
     } else if (engine->tokenizer() != nullptr) {
       fmt::print("{}\n[finish_reason: {}]\n", outcomes[i].text, outcomes[i].finish_reason);
     } else {
-      fmt::print("output_ids: {}\nfinish_reason: {}\n", fmt::join(outcomes[i].output, ","),
-                 outcomes[i].finish_reason);
+      fmt::print("output_ids: {}\nfinish_reason: {}\n", fmt::join(outcomes[i].output, ","), outcomes[i].finish_reason);
     }
   }
   std::fflush(stdout);

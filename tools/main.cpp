@@ -17,7 +17,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"generate", "generate from token-id prompts (one, or a JSON Lines batch), with logprobs", photon::cli::run_generate},
+    {"generate", "generate from token-id prompts (one, or a JSON Lines batch), with logprobs",
+     photon::cli::run_generate},
     {"bench", "offline throughput and latency benchmark on random prompts", photon::cli::run_bench},
     {"tokenize", "text (JSON Lines of strings) to token ids", photon::cli::run_tokenize},
     {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
@@ -25,12 +26,14 @@ constexpr Command kCommands[] = {
 };
 
 void print_help() {
-  fmt::print("Usage: photon <command> [options]\n\nPhotonInfer {}: LLM inference (Llama 3.x, Qwen3) on {}.\n\n"
-             "Commands:\n",
-             photon::version_string(), photon::built_with_cuda() ? "CUDA GPUs and CPUs" : "CPUs");
+  fmt::print(
+      "Usage: photon <command> [options]\n\nPhotonInfer {}: LLM inference (Llama 3.x, Qwen3) on {}.\n\n"
+      "Commands:\n",
+      photon::version_string(), photon::built_with_cuda() ? "CUDA GPUs and CPUs" : "CPUs");
   for (const auto& c : kCommands) fmt::print("  {:<12}{}\n", c.name, c.summary);
-  fmt::print("\nGlobal options:\n  --help      show this help\n  --version   print the version\n\n"
-             "Run 'photon <command> --help' for a command's options.\n");
+  fmt::print(
+      "\nGlobal options:\n  --help      show this help\n  --version   print the version\n\n"
+      "Run 'photon <command> --help' for a command's options.\n");
 }
 
 }  // namespace

@@ -20,9 +20,9 @@ void ProgressBar::update(uint64_t done, uint64_t total) {
   const double frac = static_cast<double>(done) / static_cast<double>(total);
   const int filled = static_cast<int>(frac * kWidth);
   const double secs = std::chrono::duration<double>(now - start_).count();
-  fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {:.1f}/{:.1f} GB {:.1f}s", label_, std::string(static_cast<size_t>(filled), '#'),
-             std::string(static_cast<size_t>(kWidth - filled), ' '), frac * 100.0, static_cast<double>(done) / 1e9,
-             static_cast<double>(total) / 1e9, secs);
+  fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {:.1f}/{:.1f} GB {:.1f}s", label_,
+             std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(kWidth - filled), ' '),
+             frac * 100.0, static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9, secs);
   std::fflush(stderr);
   drawn_ = true;
 }

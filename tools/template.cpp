@@ -28,7 +28,8 @@ int run_template(int argc, char** argv) {
     fmt::print("{}", args.help_text());
     return 0;
   }
-  if (!args.has("tokenizer") || !args.has("request")) return fail("options '--tokenizer' and '--request' are required", 2);
+  if (!args.has("tokenizer") || !args.has("request"))
+    return fail("options '--tokenizer' and '--request' are required", 2);
   auto tmpl = ChatTemplate::load(args.get("tokenizer"));
   if (!tmpl) return fail(tmpl.status().message(), 1);
   std::ifstream in(args.get("request"));

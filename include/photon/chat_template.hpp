@@ -44,8 +44,7 @@ class PHOTON_API ChatTemplate {
   /// Renders `messages_json` (a JSON array of {"role", "content", ...} objects, OpenAI style) with `tools_json`
   /// (a JSON array of tool definitions, or empty for none). Errors name what is wrong; a template's own
   /// raise_exception(...) becomes an error with its message.
-  Result<std::string> render(std::string_view messages_json, std::string_view tools_json,
-                             const Options& options) const;
+  Result<std::string> render(std::string_view messages_json, std::string_view tools_json, const Options& options) const;
 
  private:
   ChatTemplate();

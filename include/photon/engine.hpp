@@ -98,18 +98,18 @@ PHOTON_API const char* finish_reason_name(FinishReason reason);
 /// What happened to one request since the previous poll().
 struct RequestEvent {
   uint64_t request_id = 0;
-  std::vector<int32_t> token_ids;          ///< tokens generated since the last event
-  std::string text;                        ///< their text: whole UTF-8 characters only, stop strings never included
-  std::vector<TokenLogprob> logprobs;      ///< one per token in token_ids when logprobs were requested
+  std::vector<int32_t> token_ids;      ///< tokens generated since the last event
+  std::string text;                    ///< their text: whole UTF-8 characters only, stop strings never included
+  std::vector<TokenLogprob> logprobs;  ///< one per token in token_ids when logprobs were requested
   /// Prompt logprobs for positions [prompt_logprobs_begin, ...): position 0 has none. Sent once computed.
   std::vector<TokenLogprob> prompt_logprobs;
   int32_t prompt_logprobs_begin = 1;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                       ///< why, when finish_reason is kError
+  std::string error;  ///< why, when finish_reason is kError
   int32_t num_prompt_tokens = 0;
-  int32_t num_output_tokens = 0;           ///< generated so far, in total
-  int32_t num_cached_prompt_tokens = 0;    ///< prompt tokens served by the prefix cache
+  int32_t num_output_tokens = 0;         ///< generated so far, in total
+  int32_t num_cached_prompt_tokens = 0;  ///< prompt tokens served by the prefix cache
   /// Seconds on the engine's steady clock: submission, first generated token (0 until then), finish (0 until then).
   double arrival_time = 0.0;
   double first_token_time = 0.0;
@@ -127,25 +127,25 @@ struct EngineStats {
   int64_t num_kv_blocks = 0;
   int64_t num_free_kv_blocks = 0;
   int32_t block_size = 0;
-  int64_t kv_capacity_tokens = 0;       ///< tokens the whole KV cache holds
-  double kv_usage = 0.0;                ///< fraction of KV blocks in use by requests
-  uint64_t weight_bytes = 0;            ///< model weights resident on the device(s), all ranks together
-  uint64_t kv_cache_bytes = 0;          ///< all ranks together
-  uint64_t workspace_bytes = 0;         ///< activation buffers, all ranks together
-  uint64_t peak_device_bytes = 0;       ///< most memory one device's allocator held at once (the largest rank)
-  int64_t num_prompt_tokens = 0;        ///< computed so far (cache hits excluded)
+  int64_t kv_capacity_tokens = 0;  ///< tokens the whole KV cache holds
+  double kv_usage = 0.0;           ///< fraction of KV blocks in use by requests
+  uint64_t weight_bytes = 0;       ///< model weights resident on the device(s), all ranks together
+  uint64_t kv_cache_bytes = 0;     ///< all ranks together
+  uint64_t workspace_bytes = 0;    ///< activation buffers, all ranks together
+  uint64_t peak_device_bytes = 0;  ///< most memory one device's allocator held at once (the largest rank)
+  int64_t num_prompt_tokens = 0;   ///< computed so far (cache hits excluded)
   int64_t num_generated_tokens = 0;
 };
 
 /// Facts about the loaded model that callers need to build requests.
 struct ModelInfo {
-  std::string architecture;         ///< e.g. "LlamaForCausalLM"
+  std::string architecture;  ///< e.g. "LlamaForCausalLM"
   int64_t vocab_size = 0;
-  int32_t max_model_len = 0;         ///< the engine's limit for prompt + output
+  int32_t max_model_len = 0;  ///< the engine's limit for prompt + output
   std::vector<int32_t> eos_token_ids;
   std::optional<int32_t> bos_token_id;
-  std::string device;                ///< e.g. "cuda:0"
-  std::string device_description;    ///< e.g. "NVIDIA H200 (sm_90, 139.8 GiB)"
+  std::string device;              ///< e.g. "cuda:0"
+  std::string device_description;  ///< e.g. "NVIDIA H200 (sm_90, 139.8 GiB)"
 };
 
 class PHOTON_API Engine {

@@ -5,11 +5,11 @@
 #pragma once
 
 #if defined(_WIN32)
-#  if defined(PHOTON_BUILDING_LIBRARY)
-#    define PHOTON_API __declspec(dllexport)
-#  else
-#    define PHOTON_API __declspec(dllimport)
-#  endif
+#if defined(PHOTON_BUILDING_LIBRARY)
+#define PHOTON_API __declspec(dllexport)
 #else
-#  define PHOTON_API __attribute__((visibility("default")))
+#define PHOTON_API __declspec(dllimport)
+#endif
+#else
+#define PHOTON_API __attribute__((visibility("default")))
 #endif

@@ -32,16 +32,26 @@ enum class StatusCode : int {
 /// Short lower-case name of a code, e.g. "invalid argument".
 constexpr std::string_view status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kFormatError: return "format error";
-    case StatusCode::kUnsupported: return "unsupported";
-    case StatusCode::kOutOfMemory: return "out of memory";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kFormatError:
+      return "format error";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kOutOfMemory:
+      return "out of memory";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -81,7 +91,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor): natural `return value;`
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor): natural `return value;`
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(data_).is_ok() && "a Result built from a Status must hold an error");
   }
@@ -92,9 +102,18 @@ class [[nodiscard]] Result {
   /// The error (or ok when a value is held).
   Status status() const { return is_ok() ? Status::ok() : std::get<Status>(data_); }
 
-  T& value() & { assert(is_ok()); return std::get<T>(data_); }
-  const T& value() const& { assert(is_ok()); return std::get<T>(data_); }
-  T&& value() && { assert(is_ok()); return std::get<T>(std::move(data_)); }
+  T& value() & {
+    assert(is_ok());
+    return std::get<T>(data_);
+  }
+  const T& value() const& {
+    assert(is_ok());
+    return std::get<T>(data_);
+  }
+  T&& value() && {
+    assert(is_ok());
+    return std::get<T>(std::move(data_));
+  }
 
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
@@ -108,18 +127,21 @@ class [[nodiscard]] Result {
 }  // namespace photon
 
 /// Returns the Status of `expr` from the enclosing function when it is an error.
-#define PHOTON_RETURN_IF_ERROR(expr)                 \
-  do {                                               \
-    ::photon::Status photon_status_ = (expr);        \
+#define PHOTON_RETURN_IF_ERROR(expr)                    \
+  do {                                                  \
+    ::photon::Status photon_status_ = (expr);           \
     if (!photon_status_.is_ok()) return photon_status_; \
   } while (0)
 
 #define PHOTON_CONCAT_INNER_(a, b) a##b
 #define PHOTON_CONCAT_(a, b) PHOTON_CONCAT_INNER_(a, b)
+// `tmp` and `lhs` are a name and a declaration, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define PHOTON_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                  \
   if (!tmp.is_ok()) return tmp.status();              \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 /// `PHOTON_ASSIGN_OR_RETURN(auto x, make_x());` declares x from a Result or returns its error.
 #define PHOTON_ASSIGN_OR_RETURN(lhs, expr) \

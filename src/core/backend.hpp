@@ -27,17 +27,17 @@ struct AttentionBatch {
   int32_t max_query_len = 0;  ///< max tokens of one sequence in this step
   Tensor query_start;         ///< i32 [num_seqs + 1]
   Tensor seq_lens;            ///< i32 [num_seqs]
-  Tensor block_indptr;        ///< i32 [num_seqs + 1]: sequence s owns block_indices[block_indptr[s] .. block_indptr[s+1])
-  Tensor block_indices;       ///< i32 [total blocks]: physical block ids in logical order
-  Tensor slot_mapping;        ///< i32 [num_tokens]: block_id * block_size + offset where each token's K/V is written
+  Tensor block_indptr;   ///< i32 [num_seqs + 1]: sequence s owns block_indices[block_indptr[s] .. block_indptr[s+1])
+  Tensor block_indices;  ///< i32 [total blocks]: physical block ids in logical order
+  Tensor slot_mapping;   ///< i32 [num_tokens]: block_id * block_size + offset where each token's K/V is written
   /// The same batch split by chunk length, for backends with separate decode and prefill kernels: rows of tokens
   /// whose sequence brings fewer than kLongChunk tokens this step, and the sequences that bring more.
   static constexpr int32_t kLongChunk = 16;
   int32_t num_decode_tokens = 0;
-  Tensor decode_tokens;             ///< i32 [num_decode_tokens]: batch rows
+  Tensor decode_tokens;  ///< i32 [num_decode_tokens]: batch rows
   int32_t num_prefill_seqs = 0;
   int32_t max_prefill_query_len = 0;
-  Tensor prefill_seqs;              ///< i32 [num_prefill_seqs]: sequence indices
+  Tensor prefill_seqs;  ///< i32 [num_prefill_seqs]: sequence indices
 };
 
 /// Geometry of one layer's paged KV cache: a tensor [num_blocks, 2, num_kv_heads, block_size, head_dim] where index
@@ -52,12 +52,12 @@ struct KvCacheLayout {
 
 /// One row of logits to turn into a token on the device (see Backend::sample). Layout shared with the GPU kernel.
 struct SampleRequest {
-  int32_t row = 0;            ///< row of the logits tensor
-  float temperature = 0.0f;   ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
-  float min_p = 0.0f;         ///< keep tokens with probability >= min_p * the top token's
+  int32_t row = 0;           ///< row of the logits tensor
+  float temperature = 0.0f;  ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
+  float min_p = 0.0f;        ///< keep tokens with probability >= min_p * the top token's
   int32_t reserved = 0;
-  uint64_t seed = 0;          ///< the request's random stream
-  uint64_t index = 0;         ///< which draw of that stream (the output position)
+  uint64_t seed = 0;   ///< the request's random stream
+  uint64_t index = 0;  ///< which draw of that stream (the output position)
 };
 
 class Backend {

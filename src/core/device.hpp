@@ -28,7 +28,8 @@ struct Device {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  /// At least `bytes` bytes, aligned to at least 64; an error (never nullptr with ok) when memory or the budget runs out.
+  /// At least `bytes` bytes, aligned to at least 64; an error (never nullptr with ok) when memory or the budget runs
+  /// out.
   virtual Result<void*> allocate(size_t bytes) = 0;
   /// Returns memory from allocate(); `bytes` is the size that was asked for. nullptr is ignored.
   virtual void deallocate(void* ptr, size_t bytes) = 0;

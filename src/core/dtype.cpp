@@ -6,13 +6,20 @@ namespace photon {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI8: return "i8";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kFP8E4M3: return "fp8_e4m3";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI8:
+      return "i8";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kFP8E4M3:
+      return "fp8_e4m3";
   }
   return "unknown";
 }

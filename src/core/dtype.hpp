@@ -13,7 +13,7 @@ enum class DType : uint8_t {
   kF32,
   kF16,
   kBF16,
-  kI8,   ///< int8 values; quantized weights carry their scales in a separate f32/bf16 tensor (group-wise)
+  kI8,  ///< int8 values; quantized weights carry their scales in a separate f32/bf16 tensor (group-wise)
   kI32,
   kI64,
   kFP8E4M3,  ///< reserved: recognised in files, not computed on yet
@@ -22,13 +22,17 @@ enum class DType : uint8_t {
 /// Bytes per element.
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kI8: return 1;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kFP8E4M3: return 1;
+    case DType::kI8:
+    case DType::kFP8E4M3:
+      return 1;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }

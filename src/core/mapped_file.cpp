@@ -6,15 +6,16 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 
 namespace photon {
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in place of a weights file must not block the open (fstat then rejects it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     return Status(err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
@@ -56,7 +57,7 @@ Result<std::string> read_text_file(const std::string& path) {
   out.resize(got);
   // Files that report no size (pipes, /proc) are read in chunks.
   char buf[65536];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+  for (size_t n = 0; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return Status(StatusCode::kIoError, fmt::format("error while reading '{}'", path));

@@ -79,8 +79,8 @@ Result<SafetensorsHeader> parse_safetensors_header(std::span<const unsigned char
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[static_cast<size_t>(i)];
   if (header_len > kMaxHeaderBytes) {
-    return format_error(file, fmt::format("header length {} exceeds the 100 MiB limit; the file is corrupt",
-                                          header_len));
+    return format_error(file,
+                        fmt::format("header length {} exceeds the 100 MiB limit; the file is corrupt", header_len));
   }
   if (header_len > bytes.size() - 8) {
     return format_error(file, fmt::format("header length {} runs past the end of the {}-byte file; the file is "
@@ -120,8 +120,8 @@ Result<SafetensorsHeader> parse_safetensors_header(std::span<const unsigned char
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (sorted[i]->begin < sorted[i - 1]->end) {
-      return format_error(file, fmt::format("tensors '{}' and '{}' overlap in the data section", sorted[i - 1]->name,
-                                            sorted[i]->name));
+      return format_error(
+          file, fmt::format("tensors '{}' and '{}' overlap in the data section", sorted[i - 1]->name, sorted[i]->name));
     }
   }
   return header;
@@ -173,8 +173,8 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& dir
       return format_error(index_path.string(), "missing object field 'weight_map'");
     }
     for (auto it = wm->begin(); it != wm->end(); ++it) {
-      if (!it->is_string()) return format_error(index_path.string(), fmt::format("weight_map['{}'] is not a string",
-                                                                                 it.key()));
+      if (!it->is_string())
+        return format_error(index_path.string(), fmt::format("weight_map['{}'] is not a string", it.key()));
       const std::string shard = it->get<std::string>();
       if (shard.find('/') != std::string::npos || shard.find("..") != std::string::npos) {
         return format_error(index_path.string(), fmt::format("shard name '{}' must be a plain file name", shard));
@@ -183,7 +183,7 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& dir
       if (std::find(shard_names.begin(), shard_names.end(), shard) == shard_names.end()) shard_names.push_back(shard);
     }
   } else if (fs::exists(single_path, ec)) {
-    shard_names.push_back("model.safetensors");
+    shard_names.emplace_back("model.safetensors");
   } else {
     return Status(StatusCode::kNotFound,
                   fmt::format("no model.safetensors or model.safetensors.index.json in '{}'; point --model at a "

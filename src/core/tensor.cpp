@@ -19,8 +19,8 @@ Result<Tensor> Tensor::empty(std::initializer_list<int64_t> shape, DType dtype, 
 
 Result<Tensor> Tensor::empty(std::span<const int64_t> shape, DType dtype, Allocator& allocator) {
   if (shape.size() > kMaxDims || shape.empty()) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("tensors have 1 to {} dimensions, not {}", kMaxDims,
-                                                            shape.size()));
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("tensors have 1 to {} dimensions, not {}", kMaxDims, shape.size()));
   }
   Tensor t;
   t.dtype_ = dtype;

@@ -63,7 +63,9 @@ class Tensor {
 
   void* raw() const { return data_; }
   template <typename T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
   /// Same memory, new shape (contiguous tensors only; element counts must agree).
   Tensor reshape(std::initializer_list<int64_t> shape) const;

@@ -41,8 +41,8 @@ void attention_impl(const float* q, int64_t heads, const KvView& kv, const int32
     for (int64_t job = 0; job < num_tokens * heads; ++job) {
       const int64_t t = job / heads;
       const int64_t h = job % heads;
-      const int32_t s = static_cast<int32_t>(std::upper_bound(query_start, query_start + num_seqs + 1, t) -
-                                             query_start - 1);
+      const int32_t s =
+          static_cast<int32_t>(std::upper_bound(query_start, query_start + num_seqs + 1, t) - query_start - 1);
       const int64_t q_len = query_start[s + 1] - query_start[s];
       const int64_t pos = seq_lens[s] - q_len + (t - query_start[s]);
       const int32_t* blocks = block_indices + block_indptr[s];

@@ -61,8 +61,7 @@ class CpuBackend final : public Backend {
 
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
     assert(x.size(1) == w.size(1) && out.size(1) == w.size(0) && out.size(0) == x.size(0));
-    cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.raw(), w.dtype(), w.size(0),
-                out.data<float>());
+    cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.raw(), w.dtype(), w.size(0), out.data<float>());
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
@@ -98,8 +97,8 @@ class CpuBackend final : public Backend {
                  float scale, Tensor& out) override {
     cpu::paged_attention(q.data<float>(), q.size(1) / layout.head_dim, kv_view(kv_cache, layout),
                          batch.query_start.data<int32_t>(), batch.seq_lens.data<int32_t>(),
-                         batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs,
-                         scale, out.data<float>());
+                         batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs, scale,
+                         out.data<float>());
   }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {

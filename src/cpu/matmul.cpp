@@ -21,8 +21,7 @@ std::atomic<bool> g_force_portable{false};
 
 bool detect_avx512() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 
 // Tokens per outer block: keeps a block of x in L2 while the weights stream past it once.
@@ -56,7 +55,8 @@ PHOTON_AVX512 inline __m512 load_w(const void* base, int64_t i) {
   if constexpr (WK == kWF32) {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
   } else if constexpr (WK == kWF16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
   } else {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
@@ -77,8 +77,8 @@ PHOTON_AVX512 inline __m512 load_w_masked(const void* base, int64_t i, __mmask16
 
 // out[r, j0 + c] for r < MT, c < NT.
 template <int WK, int MT, int NT>
-PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0, float* out,
-                 int64_t ldo) {
+PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0,
+                               float* out, int64_t ldo) {
   __m512 acc[MT][NT];
   const void* rows[NT];
   for (int c = 0; c < NT; ++c) rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
@@ -108,8 +108,8 @@ PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_
 
 // All rows of one token block against weight rows [j_begin, j_end).
 template <int WK, int MT, int NT>
-PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j_begin,
-                int64_t j_end, float* out, int64_t n) {
+PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k,
+                              int64_t j_begin, int64_t j_end, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + MT <= m; i += MT) {
     int64_t j = j_begin;
@@ -124,7 +124,8 @@ PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char
 }
 
 template <int WK>
-PHOTON_AVX512 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+PHOTON_AVX512 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n,
+                                 float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
@@ -156,10 +157,14 @@ void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DT
   if (m == 0 || n == 0) return;
   if (has_avx512()) {
     switch (wt) {
-      case DType::kF32: return matmul_avx512<kWF32>(x, m, k, ldx, w, n, out);
-      case DType::kF16: return matmul_avx512<kWF16>(x, m, k, ldx, w, n, out);
-      case DType::kBF16: return matmul_avx512<kWBF16>(x, m, k, ldx, w, n, out);
-      default: break;
+      case DType::kF32:
+        return matmul_avx512<kWF32>(x, m, k, ldx, w, n, out);
+      case DType::kF16:
+        return matmul_avx512<kWF16>(x, m, k, ldx, w, n, out);
+      case DType::kBF16:
+        return matmul_avx512<kWBF16>(x, m, k, ldx, w, n, out);
+      default:
+        break;
     }
   }
   matmul_portable(x, m, k, ldx, w, wt, n, out);

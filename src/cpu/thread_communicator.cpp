@@ -49,7 +49,8 @@ class ThreadCommunicator final : public Communicator {
     g.posted[static_cast<size_t>(rank_)] = in.raw();
     g.barrier.arrive_and_wait();
     const size_t bytes = in.nbytes();
-    for (size_t r = 0; r < g.posted.size(); ++r) std::memcpy(static_cast<char*>(out.raw()) + r * bytes, g.posted[r], bytes);
+    for (size_t r = 0; r < g.posted.size(); ++r)
+      std::memcpy(static_cast<char*>(out.raw()) + r * bytes, g.posted[r], bytes);
     g.barrier.arrive_and_wait();
   }
 
@@ -79,6 +80,7 @@ class ThreadCommunicator final : public Communicator {
 std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size) {
   auto group = std::make_shared<Group>(size);
   std::vector<std::unique_ptr<Communicator>> out;
+  out.reserve(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) out.push_back(std::make_unique<ThreadCommunicator>(group, r));
   return out;
 }

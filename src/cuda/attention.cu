@@ -19,11 +19,11 @@ constexpr int kMaxHeadDim = 256;
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
 // dimension when known at compile time (fully unrolled loads), or 0.
 template <int kVec, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) attention_kernel(
-    const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs, int heads,
-    int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out, float* part_out,
-    float* part_ml) {
+__global__ void __launch_bounds__(kThreads)
+    attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
+                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
+                     float* part_out, float* part_ml) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[kMaxHeadDim];
   __shared__ float scores[kTile];
@@ -35,7 +35,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     int lo = 0, hi = num_seqs - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (query_start[mid] <= t) lo = mid; else hi = mid - 1;
+      if (query_start[mid] <= t)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     seq_shared = lo;
   }
@@ -54,8 +57,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
   const uint16_t* k_base = cache + kvh * head_stride;
   const uint16_t* v_base = cache + (kv_heads + kvh) * head_stride;
 
-  const int lanes = hd / kVec;             // threads covering one key's V row
-  const int groups = kThreads / lanes;     // keys accumulated at once
+  const int lanes = hd / kVec;          // threads covering one key's V row
+  const int groups = kThreads / lanes;  // keys accumulated at once
   const int group = tid / lanes, lane = tid % lanes;
   const bool active = group < groups;
   float acc[kVec];
@@ -68,7 +71,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
     float tile_max = -INFINITY;
     for (int j = tid; j < n; j += kThreads) {
       const int key = start + j;
-      const uint16_t* kp = k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+      const uint16_t* kp =
+          k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
       float dot = 0.0f;
       if ((hd & 7) == 0) {
 #pragma unroll
@@ -78,7 +82,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            dot += qs[d + 2 * e] * __uint_as_float(w[e] << 16) + qs[d + 2 * e + 1] * __uint_as_float(w[e] & 0xffff0000u);
+            dot +=
+                qs[d + 2 * e] * __uint_as_float(w[e] << 16) + qs[d + 2 * e + 1] * __uint_as_float(w[e] & 0xffff0000u);
           }
         }
       } else {
@@ -179,17 +184,17 @@ size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int s
 }
 
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens,
-                     int num_tokens, int num_seqs, int heads, int kv_heads, int head_dim, int block_size,
-                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s) {
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
+                     int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
+                     float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads), static_cast<unsigned>(splits));
   float* part_out = workspace;
   float* part_ml = workspace + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD)                                                                        \
-  attention_kernel<VEC, HD><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr,         \
-                                                      block_indices, tokens, num_seqs, heads, kv_heads,       \
-                                                      head_dim, block_size, scale, splits, out, part_out, part_ml)
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD)                                                                              \
+  attention_kernel<VEC, HD><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices,   \
+                                                      tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, \
+                                                      splits, out, part_out, part_ml)
   if (head_dim == 64) {
     PHOTON_ATTENTION_LAUNCH(8, 64);
   } else if (head_dim == 128) {

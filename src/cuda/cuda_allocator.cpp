@@ -15,8 +15,8 @@ Result<void*> CudaAllocator::allocate(size_t bytes) {
     budget_.release(bytes);
     (void)cudaGetLastError();  // clear the error state of a failed allocation
     return Status(StatusCode::kOutOfMemory,
-                  fmt::format("cudaMalloc of {} bytes failed ({}); lower the KV cache or batch sizes",
-                              bytes, cudaGetErrorString(err)));
+                  fmt::format("cudaMalloc of {} bytes failed ({}); lower the KV cache or batch sizes", bytes,
+                              cudaGetErrorString(err)));
   }
   return p;
 }

@@ -106,9 +106,9 @@ class CudaBackend final : public Backend {
     const size_t esize = dtype_size(src.dtype());
     record(cuda::cuda_status(
         cudaMemcpy2DAsync(static_cast<char*>(out.raw()) + static_cast<size_t>(col_offset) * esize,
-                          static_cast<size_t>(out.stride(0)) * esize, src.raw(), static_cast<size_t>(src.stride(0)) * esize,
-                          static_cast<size_t>(cols) * esize, static_cast<size_t>(src.size(0)), cudaMemcpyDeviceToDevice,
-                          stream_),
+                          static_cast<size_t>(out.stride(0)) * esize, src.raw(),
+                          static_cast<size_t>(src.stride(0)) * esize, static_cast<size_t>(cols) * esize,
+                          static_cast<size_t>(src.size(0)), cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpy2DAsync", __FILE__, __LINE__));
   }
   Status make_current() override {
@@ -139,8 +139,8 @@ class CudaBackend final : public Backend {
                             const Tensor& slots, const KvCacheLayout& layout, Tensor& kv_cache) override {
     const int hd = to_int(layout.head_dim);
     cuda::rope_cache_write(bf16_mut(q), bf16_mut(k), bf16(v), cos.data<float>(), sin.data<float>(),
-                           slots.data<int32_t>(), to_int(q.size(0)), to_int(q.size(1)) / hd, to_int(k.size(1)) / hd,
-                           hd, bf16_mut(kv_cache), to_int(layout.block_size), stream_);
+                           slots.data<int32_t>(), to_int(q.size(0)), to_int(q.size(1)) / hd, to_int(k.size(1)) / hd, hd,
+                           bf16_mut(kv_cache), to_int(layout.block_size), stream_);
   }
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
                  float scale, Tensor& out) override {
@@ -169,9 +169,7 @@ class CudaBackend final : public Backend {
                           static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
-  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
-    record(gemm(x, w, out));
-  }
+  void linear(const Tensor& x, const Tensor& w, Tensor& out) override { record(gemm(x, w, out)); }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
     void* p = nullptr;
@@ -221,13 +219,12 @@ class CudaBackend final : public Backend {
       PHOTON_ASSIGN_OR_RETURN(sample_ids_, allocator_.allocate(n * 2 * sizeof(int32_t)));
       sample_capacity_ = n * 2;
     }
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_args_, requests.data(), n * sizeof(SampleRequest),
-                                                cudaMemcpyHostToDevice, stream_));
-    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)),
-                      static_cast<const cuda::SampleArgs*>(sample_args_), static_cast<int>(n),
-                      static_cast<int32_t*>(sample_ids_), stream_);
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out_ids.data(), sample_ids_, n * sizeof(int32_t),
-                                                cudaMemcpyDeviceToHost, stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(sample_args_, requests.data(), n * sizeof(SampleRequest), cudaMemcpyHostToDevice, stream_));
+    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(sample_args_),
+                      static_cast<int>(n), static_cast<int32_t*>(sample_ids_), stream_);
+    PHOTON_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(out_ids.data(), sample_ids_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return take_error();
   }
@@ -269,8 +266,8 @@ class CudaBackend final : public Backend {
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                               pref, 1, &result, &found);
+      const cublasStatus_t hs =
+          cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
       cublasLtMatmulPreferenceDestroy(pref);
       if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
         return Status(StatusCode::kInternal,
@@ -310,12 +307,13 @@ void* cuda_backend_stream(Backend& backend) {
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device, size_t memory_limit_bytes) {
   const int count = cuda::device_count();
   if (count == 0) {
-    return Status(StatusCode::kUnsupported, "no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); "
-                                            "use device \"cpu\"");
+    return Status(StatusCode::kUnsupported,
+                  "no CUDA GPU is visible (check the driver and CUDA_VISIBLE_DEVICES); "
+                  "use device \"cpu\"");
   }
   if (device < 0 || device >= count) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("GPU {} does not exist; {} GPU(s) are visible", device,
-                                                            count));
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("GPU {} does not exist; {} GPU(s) are visible", device, count));
   }
   auto backend = std::make_unique<CudaBackend>(device, memory_limit_bytes);
   PHOTON_RETURN_IF_ERROR(backend->init());

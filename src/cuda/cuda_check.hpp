@@ -17,8 +17,8 @@ inline Status cuda_status(cudaError_t err, const char* what, const char* file, i
 
 inline Status cublas_status(cublasStatus_t err, const char* what, const char* file, int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  return Status(StatusCode::kInternal, fmt::format("{} failed: cuBLAS status {} ({}:{})", what, static_cast<int>(err),
-                                                   file, line));
+  return Status(StatusCode::kInternal,
+                fmt::format("{} failed: cuBLAS status {} ({}:{})", what, static_cast<int>(err), file, line));
 }
 
 }  // namespace photon::cuda

@@ -22,8 +22,8 @@ __device__ __forceinline__ void fma8(float* acc, const uint4& w, const uint4& x)
 }
 
 template <int M, bool kOutF32>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* x, int64_t ldx, const uint16_t* w, int n,
-                                                           int k, void* out) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const uint16_t* x, int64_t ldx, const uint16_t* w, int n, int k, void* out) {
   const int lane = threadIdx.x & 31;
   const int warp = blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int stride = gridDim.x * kWarps;
@@ -66,8 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint16_t* x, in
 }
 
 template <int M>
-void launch(const uint16_t* x, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-            cudaStream_t s) {
+void launch(const uint16_t* x, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32, cudaStream_t s) {
   // Enough warps to cover the rows, capped so that each SM holds several blocks and loops over the rest.
   const int blocks = min((n + kWarps - 1) / kWarps, 132 * 8);
   if (out_f32) {
@@ -84,14 +83,22 @@ bool gemv_supported(int m, int k, int64_t ldx) { return m >= 1 && m <= 8 && k % 
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s) {
   switch (m) {
-    case 1: return launch<1>(x, ldx, w, n, k, out, out_f32, s);
-    case 2: return launch<2>(x, ldx, w, n, k, out, out_f32, s);
-    case 3: return launch<3>(x, ldx, w, n, k, out, out_f32, s);
-    case 4: return launch<4>(x, ldx, w, n, k, out, out_f32, s);
-    case 5: return launch<5>(x, ldx, w, n, k, out, out_f32, s);
-    case 6: return launch<6>(x, ldx, w, n, k, out, out_f32, s);
-    case 7: return launch<7>(x, ldx, w, n, k, out, out_f32, s);
-    default: return launch<8>(x, ldx, w, n, k, out, out_f32, s);
+    case 1:
+      return launch<1>(x, ldx, w, n, k, out, out_f32, s);
+    case 2:
+      return launch<2>(x, ldx, w, n, k, out, out_f32, s);
+    case 3:
+      return launch<3>(x, ldx, w, n, k, out, out_f32, s);
+    case 4:
+      return launch<4>(x, ldx, w, n, k, out, out_f32, s);
+    case 5:
+      return launch<5>(x, ldx, w, n, k, out, out_f32, s);
+    case 6:
+      return launch<6>(x, ldx, w, n, k, out, out_f32, s);
+    case 7:
+      return launch<7>(x, ldx, w, n, k, out, out_f32, s);
+    default:
+      return launch<8>(x, ldx, w, n, k, out, out_f32, s);
   }
 }
 

@@ -30,9 +30,9 @@ size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int s
 /// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
 /// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1.
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens,
-                     int num_tokens, int num_seqs, int heads, int kv_heads, int head_dim, int block_size,
-                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s);
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
+                     int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
+                     float* workspace, uint16_t* out, cudaStream_t s);
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);

@@ -14,13 +14,13 @@ namespace {
 
 Status nccl_status(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return Status::ok();
-  return Status(StatusCode::kInternal, fmt::format("{} failed: {} (set NCCL_DEBUG=WARN for details)", what,
-                                                   ncclGetErrorString(r)));
+  return Status(StatusCode::kInternal,
+                fmt::format("{} failed: {} (set NCCL_DEBUG=WARN for details)", what, ncclGetErrorString(r)));
 }
 
-// The NCCL communicators of one process's ranks (one per GPU). Tearing one down is collective (ncclCommDestroy finalizes,
-// which waits for every rank), so they are destroyed together, each on a thread of its own, once the last rank's
-// Communicator is gone.
+// The NCCL communicators of one process's ranks (one per GPU). Tearing one down is collective (ncclCommDestroy
+// finalizes, which waits for every rank), so they are destroyed together, each on a thread of its own, once the last
+// rank's Communicator is gone.
 struct CommGroup {
   std::vector<ncclComm_t> comms;
   std::vector<int> devices;
@@ -52,13 +52,13 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   void all_reduce_sum(Tensor& x) override {
-    ncclDataType_t type;
+    ncclDataType_t type = ncclFloat32;
     if (!nccl_type(x, type)) return;
     record(nccl_status(ncclAllReduce(x.raw(), x.raw(), static_cast<size_t>(x.numel()), type, ncclSum, comm_, stream_),
                        "ncclAllReduce"));
   }
   void all_gather(const Tensor& in, Tensor& out) override {
-    ncclDataType_t type;
+    ncclDataType_t type = ncclFloat32;
     if (!nccl_type(in, type)) return;
     if (out.numel() != in.numel() * size_) {
       record(Status(StatusCode::kInternal, "all_gather: the output must hold size() inputs"));
@@ -76,9 +76,15 @@ class NcclCommunicator final : public Communicator {
  private:
   bool nccl_type(const Tensor& t, ncclDataType_t& type) {
     switch (t.dtype()) {
-      case DType::kF32: type = ncclFloat32; break;
-      case DType::kBF16: type = ncclBfloat16; break;
-      case DType::kF16: type = ncclFloat16; break;
+      case DType::kF32:
+        type = ncclFloat32;
+        break;
+      case DType::kBF16:
+        type = ncclBfloat16;
+        break;
+      case DType::kF16:
+        type = ncclFloat16;
+        break;
       default:
         record(Status(StatusCode::kUnsupported, fmt::format("NCCL collectives on {} tensors", dtype_name(t.dtype()))));
         return false;
@@ -126,6 +132,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   group->devices = std::move(devices);
   group->streams = std::move(streams);
   std::vector<std::unique_ptr<Communicator>> out;
+  out.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, static_cast<size_t>(r), r, n));
   return out;
 }

@@ -32,10 +32,10 @@ struct Smem {
 };
 
 template <int HD>
-__global__ void __launch_bounds__(kWarps * 32) prefill_kernel(
-    const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq, int heads,
-    int kv_heads, int block_size, float scale, uint16_t* out) {
+__global__ void __launch_bounds__(kWarps * 32)
+    prefill_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                   const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq,
+                   int heads, int kv_heads, int block_size, float scale, uint16_t* out) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   Smem<HD>& sm = *reinterpret_cast<Smem<HD>*>(smem_raw);
   const int seq = seqs[blockIdx.x / tiles_per_seq], tile = blockIdx.x % tiles_per_seq, h = blockIdx.y;

@@ -9,8 +9,8 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const float* logits, int vocab, const SampleArgs* args,
-                                                          int32_t* out_ids) {
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* logits, int vocab, const SampleArgs* args, int32_t* out_ids) {
   __shared__ float scratch[32];
   __shared__ float best_values[32];
   __shared__ int best_ids[32];

@@ -22,10 +22,10 @@
 #if defined(PHOTON_WITH_NCCL)
 #include "cuda/nccl_communicator.hpp"
 #endif
+#include "cpu/thread_communicator.hpp"
 #include "engine/model_runner.hpp"
 #include "engine/sampler.hpp"
 #include "engine/text_stream.hpp"
-#include "cpu/thread_communicator.hpp"
 #include "models/model_loader.hpp"
 #include "models/tensor_parallel.hpp"
 #include "scheduler/scheduler.hpp"
@@ -39,7 +39,8 @@ Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
   if (name == "auto") return backend.activation_dtype();
   const auto d = parse_dtype(name);
   if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
   }
   return *d;
 }
@@ -64,8 +65,10 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int ran
     }
     return backend;
 #else
-    return Status(StatusCode::kUnsupported, "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
-                                            "CUDA toolkit); use device \"cpu\"");
+    (void)rank;
+    return Status(StatusCode::kUnsupported,
+                  "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
+                  "CUDA toolkit); use device \"cpu\"");
 #endif
   }
   return Status(StatusCode::kInvalidArgument, fmt::format("device must be cpu, cuda or cuda:N, not '{}'", device));
@@ -92,11 +95,16 @@ int cuda_device_count() {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "";
 }
@@ -205,8 +213,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     for (auto& b : m.backends) raw.push_back(b.get());
     PHOTON_ASSIGN_OR_RETURN(m.communicators, make_nccl_communicators(raw));
 #else
-    return Status(StatusCode::kUnsupported, "this build has no NCCL, which tensor parallelism on GPUs needs; install "
-                                            "NCCL and reconfigure, or use tensor_parallel_size 1");
+    return Status(StatusCode::kUnsupported,
+                  "this build has no NCCL, which tensor parallelism on GPUs needs; install "
+                  "NCCL and reconfigure, or use tensor_parallel_size 1");
 #endif
   }
   std::vector<ModelWeights> rank_weights;
@@ -218,8 +227,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
         config.load_progress(static_cast<uint64_t>(r) * total + done, static_cast<uint64_t>(tp) * total);
       };
     }
-    auto weights = load_model_weights(source, mc, *m.backends[static_cast<size_t>(r)], make_shard(mc, r, tp),
-                                      progress);
+    auto weights = load_model_weights(source, mc, *m.backends[static_cast<size_t>(r)], make_shard(mc, r, tp), progress);
     if (!weights) return tp == 1 ? weights.status() : weights.status().with_context(fmt::format("rank {}", r));
     m.weight_bytes += weights->bytes;
     rank_weights.push_back(std::move(*weights));
@@ -228,7 +236,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     namespace fs = std::filesystem;
     std::error_code ec;
     std::string path = config.tokenizer;
-    if (path.empty() && !config.model.starts_with("dummy:") && fs::exists(fs::path(config.model) / "tokenizer.json", ec)) {
+    if (path.empty() && !config.model.starts_with("dummy:") &&
+        fs::exists(fs::path(config.model) / "tokenizer.json", ec)) {
       path = config.model;
     }
     if (!path.empty()) {
@@ -349,14 +358,15 @@ Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParam
   Impl& m = *impl_;
   PHOTON_RETURN_IF_ERROR(params.validate(m.info.vocab_size));
   if (!params.stop.empty() && !m.tokenizer) {
-    return Status(StatusCode::kUnsupported, "stop strings need a tokenizer, which this engine does not have; give "
-                                            "one (EngineConfig::tokenizer) or use stop_token_ids");
+    return Status(StatusCode::kUnsupported,
+                  "stop strings need a tokenizer, which this engine does not have; give "
+                  "one (EngineConfig::tokenizer) or use stop_token_ids");
   }
   if (prompt.empty()) return Status(StatusCode::kInvalidArgument, "the prompt is empty; give at least one token");
   for (int32_t id : prompt) {
     if (id < 0 || id >= m.info.vocab_size) {
-      return Status(StatusCode::kInvalidArgument, fmt::format("prompt token id {} is outside the vocabulary (0..{})",
-                                                              id, m.info.vocab_size - 1));
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("prompt token id {} is outside the vocabulary (0..{})", id, m.info.vocab_size - 1));
     }
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_tokens;
@@ -387,8 +397,9 @@ Result<uint64_t> Engine::submit(std::vector<int32_t> prompt, const SamplingParam
 
 Result<uint64_t> Engine::submit_text(std::string_view prompt, const SamplingParams& params) {
   if (!impl_->tokenizer) {
-    return Status(StatusCode::kUnsupported, "this engine has no tokenizer, so it takes token ids only; give one "
-                                            "(EngineConfig::tokenizer, or a model folder with tokenizer.json)");
+    return Status(StatusCode::kUnsupported,
+                  "this engine has no tokenizer, so it takes token ids only; give one "
+                  "(EngineConfig::tokenizer, or a model folder with tokenizer.json)");
   }
   return submit(impl_->tokenizer->encode(prompt, /*add_special_tokens=*/true), params);
 }
@@ -396,8 +407,9 @@ Result<uint64_t> Engine::submit_text(std::string_view prompt, const SamplingPara
 Result<uint64_t> Engine::submit_chat(std::string_view messages_json, const SamplingParams& params,
                                      const ChatTemplate::Options& options, std::string_view tools_json) {
   if (!impl_->tokenizer || !impl_->chat_template) {
-    return Status(StatusCode::kUnsupported, "this engine has no chat template (tokenizer_config.json with a "
-                                            "chat_template); give the prompt as text or token ids");
+    return Status(StatusCode::kUnsupported,
+                  "this engine has no chat template (tokenizer_config.json with a "
+                  "chat_template); give the prompt as text or token ids");
   }
   PHOTON_ASSIGN_OR_RETURN(std::string prompt, impl_->chat_template->render(messages_json, tools_json, options));
   return submit(impl_->tokenizer->encode(prompt, /*add_special_tokens=*/false), params);
@@ -573,7 +585,8 @@ Status Engine::Impl::step() {
     device_sample_ids.resize(device_samples.size());
     if (Status st = backend->sample(*logits, device_samples, device_sample_ids); !st) {
       for (const auto& sr : out.scheduled) {
-        if (scheduler->finish_request(sr.request->id, FinishReason::kError)) emit(*sr.request, {}, {}, {}, 1, st.message());
+        if (scheduler->finish_request(sr.request->id, FinishReason::kError))
+          emit(*sr.request, {}, {}, {}, 1, st.message());
       }
       scheduler->remove_finished();
       refresh_stats();
@@ -636,7 +649,8 @@ void Engine::Impl::refresh_stats() {
   e.kv_cache_bytes = runner->kv_cache_bytes();
   e.workspace_bytes = runner->workspace_bytes();
   e.peak_device_bytes = 0;
-  for (const auto& b : backends) e.peak_device_bytes = std::max<uint64_t>(e.peak_device_bytes, b->allocator().peak_bytes());
+  for (const auto& b : backends)
+    e.peak_device_bytes = std::max<uint64_t>(e.peak_device_bytes, b->allocator().peak_bytes());
   e.num_prompt_tokens = num_prompt_tokens;
   e.num_generated_tokens = num_generated_tokens;
   std::lock_guard lock(mu);

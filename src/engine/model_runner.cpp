@@ -10,8 +10,8 @@ void build_forward_batch(const SchedulerOutput& output, int32_t block_size, Forw
   batch.clear();
   for (const ScheduledRequest& s : output.scheduled) {
     const Request& r = *s.request;
-    const auto tokens = std::span(r.tokens).subspan(static_cast<size_t>(r.num_computed_tokens),
-                                                    static_cast<size_t>(s.num_new_tokens));
+    const auto tokens =
+        std::span(r.tokens).subspan(static_cast<size_t>(r.num_computed_tokens), static_cast<size_t>(s.num_new_tokens));
     // Prompt logprobs need every row of the chunk; sampling needs the last one.
     const ForwardBatch::Logits rows = s.num_logits == 0                  ? ForwardBatch::Logits::kNone
                                       : s.num_logits == s.num_new_tokens ? ForwardBatch::Logits::kAll

@@ -9,7 +9,7 @@ namespace photon {
 TextStream::TextStream(const Tokenizer& tokenizer, std::span<const int32_t> prompt, std::vector<std::string> stop)
     : detokenizer_(tokenizer, prompt, /*skip_special_tokens=*/true), stop_(std::move(stop)) {}
 
-std::string TextStream::release(std::string text, bool* stopped) {
+std::string TextStream::release(std::string_view text, bool* stopped) {
   held_ += text;
   if (stop_.empty()) return std::exchange(held_, {});
   // The earliest complete stop string ends the text.

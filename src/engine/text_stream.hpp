@@ -22,7 +22,7 @@ class TextStream {
   std::string finish();
 
  private:
-  std::string release(std::string text, bool* stopped);
+  std::string release(std::string_view text, bool* stopped);
 
   StreamingDetokenizer detokenizer_;
   std::vector<std::string> stop_;

@@ -111,17 +111,18 @@ Status Decoder::allocate_workspace() {
   for (const Item& item : all) {
     auto tensor = Tensor::empty(item.shape, item.dtype, a);
     if (!tensor) {
-      return tensor.status().with_context(fmt::format("allocating the activation workspace for {} tokens and {} "
-                                                      "logit rows (lower --max-num-batched-tokens)",
-                                                      t, l));
+      return tensor.status().with_context(
+          fmt::format("allocating the activation workspace for {} tokens and {} "
+                      "logit rows (lower --max-num-batched-tokens)",
+                      t, l));
     }
     *item.slot = std::move(*tensor);
     workspace_bytes_ += item.slot->nbytes();
   }
   // One device buffer (and its host mirror) for all index arrays, so a step's upload is a few async copies.
   const int64_t seqs = limits_.max_num_seqs;
-  Tensor* regions[] = {&ids_, &positions_, &slots_, &query_start_, &seq_lens_, &block_indptr_, &logits_indices_,
-                       &decode_tokens_, &prefill_seqs_, &block_indices_};
+  Tensor* regions[] = {&ids_,          &positions_,      &slots_,         &query_start_,  &seq_lens_,
+                       &block_indptr_, &logits_indices_, &decode_tokens_, &prefill_seqs_, &block_indices_};
   const int64_t sizes[] = {t, t, t, seqs + 1, seqs, seqs + 1, l, t, seqs, limits_.max_num_blocks};
   int64_t total = 0;
   for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // 64-byte aligned regions
@@ -151,12 +152,12 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
     return batch_error(fmt::format("batch of {} sequences exceeds the limit of {}", s, limits_.max_num_seqs));
   }
   if (static_cast<int64_t>(b.logits_indices.size()) > limits_.max_num_logits) {
-    return batch_error(fmt::format("{} logit rows exceed the limit of {}", b.logits_indices.size(),
-                                   limits_.max_num_logits));
+    return batch_error(
+        fmt::format("{} logit rows exceed the limit of {}", b.logits_indices.size(), limits_.max_num_logits));
   }
   if (static_cast<int64_t>(b.block_indices.size()) > limits_.max_num_blocks) {
-    return batch_error(fmt::format("{} block-table entries exceed the limit of {}", b.block_indices.size(),
-                                   limits_.max_num_blocks));
+    return batch_error(
+        fmt::format("{} block-table entries exceed the limit of {}", b.block_indices.size(), limits_.max_num_blocks));
   }
   if (static_cast<int64_t>(b.positions.size()) != t || static_cast<int64_t>(b.slot_mapping.size()) != t ||
       static_cast<int64_t>(b.query_start.size()) != s + 1 || static_cast<int64_t>(b.block_indptr.size()) != s + 1) {
@@ -172,9 +173,10 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
     const int32_t q_len = b.query_start[u + 1] - b.query_start[u];
     const int32_t n_blocks = b.block_indptr[u + 1] - b.block_indptr[u];
     if (q_len < 0 || n_blocks < 0 || b.seq_lens[u] < q_len || static_cast<int64_t>(n_blocks) * bs < b.seq_lens[u]) {
-      return batch_error(fmt::format("sequence {} of the batch: {} new tokens, context {} and {} blocks of {} do not "
-                                     "fit together",
-                                     i, q_len, b.seq_lens[u], n_blocks, bs));
+      return batch_error(
+          fmt::format("sequence {} of the batch: {} new tokens, context {} and {} blocks of {} do not "
+                      "fit together",
+                      i, q_len, b.seq_lens[u], n_blocks, bs));
     }
   }
   for (int32_t block : b.block_indices) {
@@ -185,12 +187,12 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
   for (int64_t i = 0; i < t; ++i) {
     const auto u = static_cast<size_t>(i);
     if (b.token_ids[u] < 0 || b.token_ids[u] >= config_.vocab_size) {
-      return batch_error(fmt::format("token id {} is outside the vocabulary (0..{})", b.token_ids[u],
-                                     config_.vocab_size - 1));
+      return batch_error(
+          fmt::format("token id {} is outside the vocabulary (0..{})", b.token_ids[u], config_.vocab_size - 1));
     }
     if (b.slot_mapping[u] < -1 || b.slot_mapping[u] >= kv.capacity_tokens() || b.positions[u] < 0) {
-      return batch_error(fmt::format("token {} has slot {} / position {} outside the KV cache", i, b.slot_mapping[u],
-                                     b.positions[u]));
+      return batch_error(
+          fmt::format("token {} has slot {} / position {} outside the KV cache", i, b.slot_mapping[u], b.positions[u]));
     }
   }
   for (int32_t row : b.logits_indices) {
@@ -240,8 +242,8 @@ int64_t Decoder::graph_bucket(const ForwardBatch& b) const {
   if (!limits_.use_graphs || !backend_.supports_graphs()) return 0;
   const int64_t t = b.num_tokens();
   if (t != b.num_seqs() || static_cast<int64_t>(b.logits_indices.size()) != t) return 0;  // decode steps only
-  static constexpr int64_t kBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
-                                         384, 448, 512};
+  static constexpr int64_t kBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  80, 96,
+                                         112, 128, 160, 192, 224, 256, 320, 384, 448, 512};
   const int64_t cap = std::min({limits_.max_num_tokens, limits_.max_num_seqs, limits_.max_num_logits});
   for (int64_t bucket : kBuckets) {
     if (bucket > cap) break;

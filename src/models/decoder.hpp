@@ -37,8 +37,8 @@ struct ForwardBatch {
   /// its whole block table. When `want_logits` is "last", only the chunk's last row is added to logits_indices;
   /// "all" adds every row.
   enum class Logits { kNone, kLast, kAll };
-  void add_sequence(std::span<const int32_t> tokens, int32_t start, std::span<const int32_t> blocks,
-                    int32_t block_size, Logits want_logits);
+  void add_sequence(std::span<const int32_t> tokens, int32_t start, std::span<const int32_t> blocks, int32_t block_size,
+                    Logits want_logits);
 };
 
 /// Capacity of one forward pass, fixed at creation.

@@ -17,8 +17,8 @@ Result<PagedKvCache> PagedKvCache::create(const ModelConfig& c, Backend& backend
                               num_blocks, block_size));
   }
   if (dtype != DType::kF32 && dtype != DType::kBF16) {
-    return Status(StatusCode::kUnsupported, fmt::format("KV cache dtype {} is not supported; use f32 or bf16",
-                                                        dtype_name(dtype)));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("KV cache dtype {} is not supported; use f32 or bf16", dtype_name(dtype)));
   }
   PagedKvCache cache;
   cache.layout_ = {num_blocks, c.num_kv_heads, block_size, c.head_dim};

@@ -113,8 +113,9 @@ Status parse_rope(const json& root, std::string_view source, RopeConfig& rope) {
                             get_int(*params, "original_max_position_embeddings", source));
     if (rope.factor <= 0 || rope.low_freq_factor <= 0 || rope.high_freq_factor <= rope.low_freq_factor ||
         rope.original_max_position_embeddings <= 0) {
-      return config_error(source, "llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
-                                  "original_max_position_embeddings > 0");
+      return config_error(source,
+                          "llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+                          "original_max_position_embeddings > 0");
     }
     return Status::ok();
   }
@@ -162,9 +163,12 @@ Result<ModelConfig> parse_model_config_json(const json& root, std::string_view s
   PHOTON_ASSIGN_OR_RETURN(c.num_layers, get_int(root, "num_hidden_layers", source));
   PHOTON_ASSIGN_OR_RETURN(c.num_heads, get_int(root, "num_attention_heads", source));
   PHOTON_ASSIGN_OR_RETURN(c.num_kv_heads, get_int(root, "num_key_value_heads", source, c.num_heads));
-  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
-                         {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_layers},
-                         {"num_attention_heads", c.num_heads}, {"num_key_value_heads", c.num_kv_heads}}) {
+  for (auto [name, v] : {std::pair{"vocab_size", c.vocab_size},
+                         {"hidden_size", c.hidden_size},
+                         {"intermediate_size", c.intermediate_size},
+                         {"num_hidden_layers", c.num_layers},
+                         {"num_attention_heads", c.num_heads},
+                         {"num_key_value_heads", c.num_kv_heads}}) {
     if (v <= 0 || v > (int64_t{1} << 31)) {
       return config_error(source, fmt::format("field '{}' must be a positive integer, not {}", name, v));
     }
@@ -178,12 +182,13 @@ Result<ModelConfig> parse_model_config_json(const json& root, std::string_view s
   } else if (c.hidden_size % c.num_heads == 0) {
     c.head_dim = c.hidden_size / c.num_heads;
   } else {
-    return config_error(source, "required field 'head_dim' is missing (hidden_size is not a multiple of "
-                                "num_attention_heads)");
+    return config_error(source,
+                        "required field 'head_dim' is missing (hidden_size is not a multiple of "
+                        "num_attention_heads)");
   }
   if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 512) {
-    return config_error(source, fmt::format("field 'head_dim' must be an even number from 2 to 512, not {}",
-                                            c.head_dim));
+    return config_error(source,
+                        fmt::format("field 'head_dim' must be an even number from 2 to 512, not {}", c.head_dim));
   }
   PHOTON_ASSIGN_OR_RETURN(c.rms_norm_eps, get_number(root, "rms_norm_eps", source, 1e-6));
   PHOTON_ASSIGN_OR_RETURN(c.max_position_embeddings, get_int(root, "max_position_embeddings", source, 4096));
@@ -197,8 +202,8 @@ Result<ModelConfig> parse_model_config_json(const json& root, std::string_view s
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     PHOTON_ASSIGN_OR_RETURN(bool bias, get_bool(root, key, source, false));
     if (bias) {
-      return Status(StatusCode::kUnsupported, fmt::format("{}: '{}': true is not supported (no bias terms)", source,
-                                                          key));
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("{}: '{}': true is not supported (no bias terms)", source, key));
     }
   }
   for (const char* key : {"torch_dtype", "dtype"}) {

@@ -21,8 +21,9 @@ std::optional<LoadFormat> parse_load_format(std::string_view name) {
 Result<ModelConfig> load_config(const ModelSource& source) {
   if (is_preset(source.model)) {
     if (source.format == LoadFormat::kSafetensors) {
-      return Status(StatusCode::kInvalidArgument, "dummy:NAME models have no checkpoint; drop --load-format "
-                                                  "safetensors");
+      return Status(StatusCode::kInvalidArgument,
+                    "dummy:NAME models have no checkpoint; drop --load-format "
+                    "safetensors");
     }
     return dummy_preset_config(std::string_view(source.model).substr(kDummyPrefix.size()));
   }

@@ -9,8 +9,8 @@ namespace {
 
 using nlohmann::json;
 
-json llama3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim,
-            bool tied, double rope_factor) {
+json llama3(int64_t hidden, int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim, bool tied,
+            double rope_factor) {
   return json{
       {"architectures", {"LlamaForCausalLM"}},
       {"vocab_size", 128256},

@@ -19,14 +19,14 @@ struct TensorParallelShard {
   int rank = 0;  ///< 0 .. size - 1
   int size = 1;  ///< ranks in the group; 1 means no parallelism
 
-  int64_t q_head_begin = 0;       ///< first query head of this rank
-  int64_t num_heads = 0;          ///< query heads on this rank
-  int64_t kv_head_begin = 0;      ///< first KV head of this rank
-  int64_t num_kv_heads = 0;       ///< KV heads on this rank
-  int64_t intermediate_begin = 0; ///< first MLP feature of this rank
-  int64_t intermediate_size = 0;  ///< MLP features on this rank
-  int64_t vocab_begin = 0;        ///< first token id of this rank's embedding / LM-head rows
-  int64_t vocab_rows = 0;         ///< rows of this rank's embedding / LM head (the same on every rank; padded)
+  int64_t q_head_begin = 0;        ///< first query head of this rank
+  int64_t num_heads = 0;           ///< query heads on this rank
+  int64_t kv_head_begin = 0;       ///< first KV head of this rank
+  int64_t num_kv_heads = 0;        ///< KV heads on this rank
+  int64_t intermediate_begin = 0;  ///< first MLP feature of this rank
+  int64_t intermediate_size = 0;   ///< MLP features on this rank
+  int64_t vocab_begin = 0;         ///< first token id of this rank's embedding / LM-head rows
+  int64_t vocab_rows = 0;          ///< rows of this rank's embedding / LM head (the same on every rank; padded)
 
   bool is_sharded() const { return size > 1; }
   /// The token ids whose rows this rank really holds: [vocab_begin, vocab_begin + vocab_valid(config)).

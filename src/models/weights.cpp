@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,8 +20,8 @@ struct Spec {
   std::string name;
   std::vector<int64_t> shape;  // the whole tensor, as the checkpoint holds it
   Tensor* slot;
-  bool is_norm;       // kept in f32 whatever the checkpoint holds
-  int split_dim = -1; // -1: whole; 0: rows [begin, begin + count); 1: columns [begin, begin + count)
+  bool is_norm;        // kept in f32 whatever the checkpoint holds
+  int split_dim = -1;  // -1: whole; 0: rows [begin, begin + count); 1: columns [begin, begin + count)
   int64_t begin = 0;
   int64_t count = 0;  // may reach past the tensor (padded vocabulary rows, which are zeros)
 
@@ -57,7 +57,8 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.q_proj, false, q_rows);
     add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.k_proj, false, kv_rows);
     add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.v_proj, false, kv_rows);
-    add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false, cols(tp.q_head_begin * hd, tp.num_heads * hd));
+    add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false,
+        cols(tp.q_head_begin * hd, tp.num_heads * hd));
     if (c.has_qk_norm()) {
       add(p + "self_attn.q_norm.weight", {hd}, &l.q_norm, true);
       add(p + "self_attn.k_norm.weight", {hd}, &l.k_norm, true);
@@ -201,8 +202,8 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
                                                           s.name, fmt::join(e->shape, ", "), fmt::join(s.shape, ", ")));
     }
     if (!is_float_dtype(host.dtype())) {
-      return Status(StatusCode::kUnsupported, fmt::format("tensor '{}' is {}; weights must be f32, f16 or bf16",
-                                                          s.name, dtype_name(host.dtype())));
+      return Status(StatusCode::kUnsupported, fmt::format("tensor '{}' is {}; weights must be f32, f16 or bf16", s.name,
+                                                          dtype_name(host.dtype())));
     }
     PHOTON_ASSIGN_OR_RETURN(const Tensor part, slice_host(host, s));
     PHOTON_ASSIGN_OR_RETURN(*s.slot,
@@ -218,8 +219,8 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
 Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& backend, uint64_t seed, DType dtype,
                                         const TensorParallelShard& shard, const LoadProgress& progress) {
   if (!is_float_dtype(dtype)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("dummy weights must be f32, f16 or bf16, not {}",
-                                                            dtype_name(dtype)));
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("dummy weights must be f32, f16 or bf16, not {}", dtype_name(dtype)));
   }
   dtype = backend.weight_dtype(dtype);
   ModelWeights w;

@@ -40,9 +40,8 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 /// Loads and validates every tensor the config needs (names, shapes, dtypes); errors name the tensor and file.
 /// Only `shard`'s slice of each tensor reaches the device (tensor parallelism; the default shard is the whole).
-Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
-                                  Backend& backend, const TensorParallelShard& shard = {},
-                                  const LoadProgress& progress = {});
+Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, Backend& backend,
+                                  const TensorParallelShard& shard = {}, const LoadProgress& progress = {});
 
 /// Deterministic random weights in `dtype` from `seed`, scaled so that activations keep unit size through the
 /// layers and the logits are spread (standard deviation about 3), not flat.

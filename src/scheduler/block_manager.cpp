@@ -50,8 +50,14 @@ void BlockManager::push_free_front(int32_t id) {
 void BlockManager::remove_free(int32_t id) {
   Block& b = blocks_[static_cast<size_t>(id)];
   assert(b.in_free_queue);
-  if (b.prev != kNone) blocks_[static_cast<size_t>(b.prev)].next = b.next; else free_head_ = b.next;
-  if (b.next != kNone) blocks_[static_cast<size_t>(b.next)].prev = b.prev; else free_tail_ = b.prev;
+  if (b.prev != kNone)
+    blocks_[static_cast<size_t>(b.prev)].next = b.next;
+  else
+    free_head_ = b.next;
+  if (b.next != kNone)
+    blocks_[static_cast<size_t>(b.next)].prev = b.prev;
+  else
+    free_tail_ = b.prev;
   b.prev = b.next = kNone;
   b.in_free_queue = false;
   --num_free_;
@@ -81,8 +87,8 @@ int32_t BlockManager::acquire_cached_prefix(std::span<const int32_t> tokens, std
   const auto max_blocks = static_cast<int32_t>((tokens.size() - 1) / static_cast<size_t>(block_size_));
   uint64_t parent = 0;
   for (int32_t i = 0; i < max_blocks; ++i) {
-    const auto chunk = tokens.subspan(static_cast<size_t>(i) * static_cast<size_t>(block_size_),
-                                      static_cast<size_t>(block_size_));
+    const auto chunk =
+        tokens.subspan(static_cast<size_t>(i) * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = chain_hash(parent, chunk);
     const auto it = cached_.find(h);
     if (it == cached_.end()) break;
@@ -115,8 +121,8 @@ void BlockManager::cache_full_blocks(std::span<const int32_t> tokens, int32_t nu
   const int32_t full = std::min(num_computed / block_size_, static_cast<int32_t>(block_table.size()));
   for (int32_t i = *num_hashed; i < full; ++i) {
     const uint64_t parent = i == 0 ? 0 : block_hashes[static_cast<size_t>(i - 1)];
-    const auto chunk = tokens.subspan(static_cast<size_t>(i) * static_cast<size_t>(block_size_),
-                                      static_cast<size_t>(block_size_));
+    const auto chunk =
+        tokens.subspan(static_cast<size_t>(i) * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = chain_hash(parent, chunk);
     block_hashes.push_back(h);
     const int32_t id = block_table[static_cast<size_t>(i)];
@@ -154,9 +160,8 @@ void BlockManager::reset_prefix_cache() {
 }
 
 int32_t BlockManager::num_referenced_blocks() const {
-  return static_cast<int32_t>(std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) {
-    return b.ref_count > 0;
-  }));
+  return static_cast<int32_t>(
+      std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.ref_count > 0; }));
 }
 
 }  // namespace photon

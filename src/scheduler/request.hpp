@@ -24,10 +24,10 @@ struct Request {
 
   int32_t num_computed_tokens = 0;  ///< tokens whose K/V are in the cache
   std::vector<int32_t> block_table;
-  int32_t num_hashed_blocks = 0;       ///< leading full blocks registered with the prefix cache
-  std::vector<uint64_t> block_hashes;  ///< chained hash of each registered block
+  int32_t num_hashed_blocks = 0;         ///< leading full blocks registered with the prefix cache
+  std::vector<uint64_t> block_hashes;    ///< chained hash of each registered block
   int32_t num_cached_prompt_tokens = 0;  ///< prompt tokens served by the prefix cache at first admission
-  int32_t next_prompt_logprob = 1;  ///< next prompt position whose logprob is to be reported (0 has none)
+  int32_t next_prompt_logprob = 1;       ///< next prompt position whose logprob is to be reported (0 has none)
   int32_t num_preemptions = 0;
   double arrival_time = 0.0;  ///< engine clock, seconds
   double first_token_time = 0.0;

@@ -89,10 +89,10 @@ SchedulerOutput Scheduler::schedule() {
     bool scheduled = true;
     while (!blocks_.allocate(r->num_computed_tokens + n, r->block_table)) {
       // Out of blocks: preempt the lowest-priority, most recently admitted running request.
-      Request* victim = *std::max_element(running_.begin(), running_.end(),
-                                          [](Request* a, Request* b) { return key(*a) < key(*b); });
-      const auto victim_pos = static_cast<size_t>(std::find(running_.begin(), running_.end(), victim) -
-                                                  running_.begin());
+      Request* victim =
+          *std::max_element(running_.begin(), running_.end(), [](Request* a, Request* b) { return key(*a) < key(*b); });
+      const auto victim_pos =
+          static_cast<size_t>(std::find(running_.begin(), running_.end(), victim) - running_.begin());
       // A victim scheduled earlier this step gives its budget back.
       for (auto it = out.scheduled.begin(); it != out.scheduled.end(); ++it) {
         if (it->request == victim) {
@@ -255,8 +255,7 @@ Status Scheduler::check_invariants() const {
   }
   for (const auto& [block, count] : refs) {
     if (blocks_.ref_count(block) != count) {
-      return fail(fmt::format("block {} has reference count {} but {} owners", block, blocks_.ref_count(block),
-                              count));
+      return fail(fmt::format("block {} has reference count {} but {} owners", block, blocks_.ref_count(block), count));
     }
   }
   if (blocks_.num_referenced_blocks() != static_cast<int32_t>(refs.size())) return fail("a block leaked");

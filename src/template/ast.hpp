@@ -45,8 +45,8 @@ struct Node {
   enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kBreak, kContinue, kMacro };
   Kind kind;
   int line = 0, column = 0;
-  std::string text;                 // kText
-  ExprPtr expr;                     // kOutput, kSet value, kFor iterable, kFor filter in `cond`
+  std::string text;                                // kText
+  ExprPtr expr;                                    // kOutput, kSet value, kFor iterable, kFor filter in `cond`
   std::vector<std::pair<ExprPtr, Body>> branches;  // kIf: (condition or null for else, body)
   std::vector<std::string> targets;  // kFor loop variables; kSet: name, or namespace + attribute; kMacro params
   ExprPtr cond;                      // kFor inline `if`

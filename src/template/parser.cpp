@@ -24,7 +24,7 @@ class Lexer {
 
   Result<std::vector<Token>> run() {
     std::vector<Token> out;
-    bool strip_next = false;  // a `-` closed the previous tag
+    bool strip_next = false;    // a `-` closed the previous tag
     bool trim_newline = false;  // trim_blocks: the previous tag was a block or comment
     while (pos_ < s_.size()) {
       const size_t open = find_open(pos_);
@@ -159,13 +159,28 @@ class Lexer {
           if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) {
             const char e = s_[++pos_];
             switch (e) {
-              case 'n': t.text += '\n'; break;
-              case 't': t.text += '\t'; break;
-              case 'r': t.text += '\r'; break;
-              case '\\': t.text += '\\'; break;
-              case '\'': t.text += '\''; break;
-              case '"': t.text += '"'; break;
-              default: t.text += '\\'; t.text += e; break;
+              case 'n':
+                t.text += '\n';
+                break;
+              case 't':
+                t.text += '\t';
+                break;
+              case 'r':
+                t.text += '\r';
+                break;
+              case '\\':
+                t.text += '\\';
+                break;
+              case '\'':
+                t.text += '\'';
+                break;
+              case '"':
+                t.text += '"';
+                break;
+              default:
+                t.text += '\\';
+                t.text += e;
+                break;
             }
             ++pos_;
           } else {
@@ -175,9 +190,9 @@ class Lexer {
         if (pos_ >= s_.size()) return error_at(start, "a string is never closed");
         ++pos_;
       } else {
-        static constexpr std::string_view kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                                    "~",  "<",  ">",  "=",  "(",  ")", "[", "]", "{", "}", ".",
-                                                    ",",  ":",  "|"};
+        static constexpr std::string_view kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*",
+                                                    "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
+                                                    "]",  "{",  "}",  ".",  ",",  ":",  "|"};
         bool found = false;
         for (std::string_view op : kOps) {
           if (s_.substr(pos_, op.size()) == op) {
@@ -687,7 +702,7 @@ class Parser {
       return d;
     }
     return err(at.type == Token::kVarEnd || at.type == Token::kBlockEnd ? "expected an expression"
-                                                                         : fmt::format("unexpected '{}'", at.text));
+                                                                        : fmt::format("unexpected '{}'", at.text));
   }
 
   std::vector<Token> t_;

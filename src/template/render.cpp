@@ -31,8 +31,10 @@ std::string type_name(const Value& v) {
 
 std::string strip_chars(const std::string& s, const std::string& chars, bool left, bool right) {
   size_t b = 0, e = s.size();
-  if (left) while (b < e && chars.find(s[b]) != std::string::npos) ++b;
-  if (right) while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
+  if (left)
+    while (b < e && chars.find(s[b]) != std::string::npos) ++b;
+  if (right)
+    while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
   return s.substr(b, e - b);
 }
 
@@ -52,7 +54,7 @@ std::vector<std::string> characters(const std::string& s) {
   return out;
 }
 
-Value kwarg(const Kwargs& kwargs, std::string_view name, const Args& args, size_t position, Value fallback) {
+Value kwarg(const Kwargs& kwargs, std::string_view name, const Args& args, size_t position, const Value& fallback) {
   for (const auto& [k, v] : kwargs) {
     if (k == name) return v;
   }
@@ -286,7 +288,7 @@ class Renderer {
         Kwargs kwargs;
         PHOTON_RETURN_IF_ERROR(eval_args(e, 1, args, kwargs));
         if (!fn.is_callable()) {
-          const std::string what = e.items[0]->kind == Expr::Kind::kName ? e.items[0]->name
+          const std::string what = e.items[0]->kind == Expr::Kind::kName   ? e.items[0]->name
                                    : e.items[0]->kind == Expr::Kind::kAttr ? e.items[0]->name
                                                                            : "expression";
           return error_at(e, fmt::format("'{}' is not callable ({})", what, type_name(fn)));
@@ -373,7 +375,7 @@ class Renderer {
       return Value(op == "in" ? found : !found);
     }
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
-      int cmp;
+      int cmp = 0;
       if (l.is_number() && r.is_number()) {
         cmp = l.number() < r.number() ? -1 : (l.number() > r.number() ? 1 : 0);
       } else if (l.is_string() && r.is_string()) {
@@ -400,15 +402,19 @@ class Renderer {
       return Value(std::move(out));
     }
     if (!l.is_number() || !r.is_number()) {
-      const std::string missing = l.is_undefined() ? std::get<Undefined>(l.v).name
-                                  : r.is_undefined() ? std::get<Undefined>(r.v).name : "";
+      const std::string missing = l.is_undefined()   ? std::get<Undefined>(l.v).name
+                                  : r.is_undefined() ? std::get<Undefined>(r.v).name
+                                                     : "";
       if (!missing.empty()) return error_at(e, fmt::format("'{}' is undefined", missing));
       return error_at(e, fmt::format("unsupported operands for '{}': {} and {}", op, type_name(l), type_name(r)));
     }
     const bool ints = l.is_int() && r.is_int();
-    if (op == "+") return ints ? Value(std::get<int64_t>(l.v) + std::get<int64_t>(r.v)) : Value(l.number() + r.number());
-    if (op == "-") return ints ? Value(std::get<int64_t>(l.v) - std::get<int64_t>(r.v)) : Value(l.number() - r.number());
-    if (op == "*") return ints ? Value(std::get<int64_t>(l.v) * std::get<int64_t>(r.v)) : Value(l.number() * r.number());
+    if (op == "+")
+      return ints ? Value(std::get<int64_t>(l.v) + std::get<int64_t>(r.v)) : Value(l.number() + r.number());
+    if (op == "-")
+      return ints ? Value(std::get<int64_t>(l.v) - std::get<int64_t>(r.v)) : Value(l.number() - r.number());
+    if (op == "*")
+      return ints ? Value(std::get<int64_t>(l.v) * std::get<int64_t>(r.v)) : Value(l.number() * r.number());
     if (r.number() == 0) return error_at(e, "division by zero");
     if (op == "/") return Value(l.number() / r.number());
     if (op == "//") {
@@ -426,9 +432,10 @@ class Renderer {
       }
       return Value(std::fmod(l.number(), r.number()));
     }
-    if (op == "**") return ints && std::get<int64_t>(r.v) >= 0
-                               ? Value(static_cast<int64_t>(std::llround(std::pow(l.number(), r.number()))))
-                               : Value(std::pow(l.number(), r.number()));
+    if (op == "**")
+      return ints && std::get<int64_t>(r.v) >= 0
+                 ? Value(static_cast<int64_t>(std::llround(std::pow(l.number(), r.number()))))
+                 : Value(std::pow(l.number(), r.number()));
     return error_at(e, fmt::format("unknown operator '{}'", op));
   }
 
@@ -523,8 +530,7 @@ class Renderer {
     if (obj.is_string()) return string_method(obj.str(), name);
     if (obj.is_list()) {
       if (name == "append") {
-        const Value l = obj;
-        return Value(Callable([l](Args& a, Kwargs&) -> Result<Value> {
+        return Value(Callable([l = obj](Args& a, Kwargs&) -> Result<Value> {
           for (auto& x : a) l.list().push_back(x);
           return Value::none();
         }));
@@ -532,8 +538,8 @@ class Renderer {
       return Value::undefined(name);
     }
     if (obj.is_undefined()) {
-      return error_at(e, fmt::format("'{}' is undefined (reading its attribute '{}')", std::get<Undefined>(obj.v).name,
-                                     name));
+      return error_at(
+          e, fmt::format("'{}' is undefined (reading its attribute '{}')", std::get<Undefined>(obj.v).name, name));
     }
     return Value::undefined(name);
   }
@@ -622,7 +628,7 @@ class Renderer {
         if (from.empty()) return Value(s);
         std::string out;
         size_t pos = 0;
-        for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+        for (size_t hit = 0; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
           out.append(s, pos, hit - pos).append(to);
         }
         return Value(out.append(s, pos));
@@ -654,7 +660,8 @@ class Renderer {
   }
 
   Result<Value> filter(const Expr& e, const std::string& name, Value v, Args& a, Kwargs& kw) {
-    if (name == "trim") return Value(strip_chars(v.to_output(), a.empty() ? kWhitespace : a[0].to_output(), true, true));
+    if (name == "trim")
+      return Value(strip_chars(v.to_output(), a.empty() ? kWhitespace : a[0].to_output(), true, true));
     if (name == "length" || name == "count") {
       if (v.is_string()) return Value(static_cast<int64_t>(characters(v.str()).size()));
       if (v.is_list()) return Value(static_cast<int64_t>(v.list().size()));
@@ -735,7 +742,9 @@ class Renderer {
       return Value(int64_t{0});
     }
     if (name == "float") return Value(v.is_number() ? v.number() : 0.0);
-    if (name == "abs") return v.is_int() ? Value(static_cast<int64_t>(std::llabs(std::get<int64_t>(v.v)))) : Value(std::fabs(v.number()));
+    if (name == "abs")
+      return v.is_int() ? Value(static_cast<int64_t>(std::llabs(std::get<int64_t>(v.v))))
+                        : Value(std::fabs(v.number()));
     if (name == "safe" || name == "e" || name == "escape") return v;
     if (name == "items") {
       if (!v.is_dict()) return error_at(e, "items needs a dict");
@@ -807,7 +816,8 @@ class Renderer {
     if (name == "ne" || name == "!=") return a.empty() ? false : !v.equals(a[0]);
     if (name == "in") {
       if (a.empty()) return error_at(e, "'in' needs an argument");
-      if (a[0].is_list()) return std::any_of(a[0].list().begin(), a[0].list().end(), [&](const Value& x) { return x.equals(v); });
+      if (a[0].is_list())
+        return std::any_of(a[0].list().begin(), a[0].list().end(), [&](const Value& x) { return x.equals(v); });
       if (a[0].is_string() && v.is_string()) return a[0].str().find(v.str()) != std::string::npos;
       if (a[0].is_dict() && v.is_string()) return a[0].dict().find(v.str()) != nullptr;
       return false;

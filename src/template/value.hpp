@@ -29,7 +29,8 @@ struct Undefined {
 };
 struct None {};
 /// Built-in functions and methods: positional and keyword arguments.
-using Callable = std::function<Result<Value>(std::vector<Value>& args, std::vector<std::pair<std::string, Value>>& kwargs)>;
+using Callable =
+    std::function<Result<Value>(std::vector<Value>& args, std::vector<std::pair<std::string, Value>>& kwargs)>;
 
 struct Value {
   // A namespace() object is a Dict that assignments may change (`{% set ns.x = 1 %}`): shared by reference.

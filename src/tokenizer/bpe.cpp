@@ -18,7 +18,9 @@ using nlohmann::json;
 constexpr size_t kCacheCapacity = 1 << 16;
 constexpr size_t kCacheMaxWordBytes = 256;
 
-Status bad(std::string message) { return Status(StatusCode::kFormatError, "tokenizer.json: model: " + message); }
+Status bad(std::string_view message) {
+  return Status(StatusCode::kFormatError, std::string("tokenizer.json: model: ").append(message));
+}
 
 // Reads {"token": id, ...} into `vocab` with the fast scanner.
 template <typename F>
@@ -60,7 +62,8 @@ Status scan_merges(std::string_view s, F&& on_merge) {
       if (pos == std::string_view::npos || space == std::string::npos) {
         return bad(fmt::format("merge #{} must be \"a b\" or [\"a\", \"b\"]", index));
       }
-      PHOTON_RETURN_IF_ERROR(on_merge(std::string_view(a).substr(0, space), std::string_view(a).substr(space + 1), index));
+      PHOTON_RETURN_IF_ERROR(
+          on_merge(std::string_view(a).substr(0, space), std::string_view(a).substr(space + 1), index));
     } else if (s[pos] == '[') {
       pos = json_scan::skip_ws(s, pos + 1);
       pos = pos < s.size() ? json_scan::read_string(s, pos, a) : std::string_view::npos;
@@ -156,14 +159,13 @@ Status BpeModel::add_merge(std::string_view a, std::string_view b, int32_t rank,
   return Status::ok();
 }
 
-
 Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model, std::string_view vocab_text,
                                                       std::string_view merges_text) {
   if (!model.is_object()) return bad("expected an object");
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") {
-    return Status(StatusCode::kUnsupported, fmt::format("tokenizer.json: model type '{}' is not supported (only BPE)",
-                                                        type));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("tokenizer.json: model type '{}' is not supported (only BPE)", type));
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const auto it = model.find(key);
@@ -171,7 +173,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model, std::st
       return Status(StatusCode::kUnsupported, fmt::format("tokenizer.json: model.{} is not supported", key));
     }
   }
-  auto m = std::unique_ptr<BpeModel>(new BpeModel());
+  auto m = std::unique_ptr<BpeModel>(new BpeModel());  // NOLINT(modernize-make-unique): private constructor
   int32_t max_id = -1;
   auto on_token = [&](std::string_view token, int32_t id) -> Status {
     if (!m->vocab_insert(token, id)) return bad(fmt::format("token '{}' appears twice in 'vocab'", token));
@@ -191,7 +193,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model, std::st
       PHOTON_RETURN_IF_ERROR(on_token(it.key(), static_cast<int32_t>(it->get<int64_t>())));
     }
   }
-  m->id_offsets_.assign(static_cast<size_t>(max_id + 1), {0, ~0u});
+  m->id_offsets_.assign(static_cast<size_t>(max_id) + 1, {0, ~0u});
   for (const VocabEntry& e : m->vocab_) {
     if (e.id >= 0) m->id_offsets_[static_cast<size_t>(e.id)] = {e.offset, e.length};
   }
@@ -227,9 +229,11 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model, std::st
         const std::string& text = merge.get_ref<const std::string&>();
         const size_t space = text.find(' ', 1);
         if (space == std::string::npos) return bad(fmt::format("merge #{} must be \"a b\" or [\"a\", \"b\"]", rank));
-        PHOTON_RETURN_IF_ERROR(on_merge(std::string_view(text).substr(0, space), std::string_view(text).substr(space + 1), rank));
+        PHOTON_RETURN_IF_ERROR(
+            on_merge(std::string_view(text).substr(0, space), std::string_view(text).substr(space + 1), rank));
       } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
-        PHOTON_RETURN_IF_ERROR(on_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>(), rank));
+        PHOTON_RETURN_IF_ERROR(
+            on_merge(merge[0].get_ref<const std::string&>(), merge[1].get_ref<const std::string&>(), rank));
       } else {
         return bad(fmt::format("merge #{} must be \"a b\" or [\"a\", \"b\"]", rank));
       }
@@ -280,7 +284,8 @@ void BpeModel::encode(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() <= kCacheMaxWordBytes) {
     std::lock_guard lock(cache_mutex_);
     if (cache_.size() >= kCacheCapacity) cache_.clear();
-    cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(begin), out.end()));
+    cache_.emplace(std::string(word),
+                   std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(begin), out.end()));
   }
 }
 
@@ -295,9 +300,8 @@ void BpeModel::encode_uncached(std::string_view word, std::vector<int32_t>& out)
     const std::string_view ch = word.substr(start, i - start);
     if (const auto id = vocab_find(ch)) {
       symbols.push_back(*id);
-    } else if (byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char c) {
-                 return byte_ids_[static_cast<unsigned char>(c)] >= 0;
-               })) {
+    } else if (byte_fallback_ && std::all_of(ch.begin(), ch.end(),
+                                             [&](char c) { return byte_ids_[static_cast<unsigned char>(c)] >= 0; })) {
       for (char c : ch) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
     } else if (unk_id_) {
       if (!(fuse_unk_ && !symbols.empty() && symbols.back() == *unk_id_)) symbols.push_back(*unk_id_);

@@ -55,7 +55,9 @@ class BpeModel {
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
-  static size_t slot_of(uint64_t key, size_t mask) { return static_cast<size_t>((key * 0x9e3779b97f4a7c15ull) >> 20) & mask; }
+  static size_t slot_of(uint64_t key, size_t mask) {
+    return static_cast<size_t>((key * 0x9e3779b97f4a7c15ull) >> 20) & mask;
+  }
   void insert_merge(uint64_t key, int32_t rank, int32_t id);
   const MergeEntry* find_merge(int32_t a, int32_t b) const;
   Status add_merge(std::string_view a, std::string_view b, int32_t rank, std::string& scratch);

@@ -11,7 +11,9 @@ namespace {
 
 using nlohmann::json;
 
-Status bad(std::string message) { return Status(StatusCode::kFormatError, "tokenizer.json: decoder: " + message); }
+Status bad(std::string_view message) {
+  return Status(StatusCode::kFormatError, std::string("tokenizer.json: decoder: ").append(message));
+}
 
 // Byte-level tokens back to bytes; a token with characters outside the alphabet (an added token's text, say)
 // stays as written. The pieces are raw bytes: the tokenizer repairs invalid UTF-8 once the whole text is joined.
@@ -24,11 +26,14 @@ class ByteLevelDecoder final : public TokenDecoder {
       bool all = true;
       for (size_t i = 0; i < t.size() && all;) {
         const int b = byte_level::char_to_byte(utf8::decode(t, i));
-        if (b < 0) all = false; else mapped.push_back(static_cast<char>(b));
+        if (b < 0)
+          all = false;
+        else
+          mapped.push_back(static_cast<char>(b));
       }
       bytes += all ? mapped : t;
     }
-    tokens.assign(1, std::move(bytes));
+    tokens.assign(1, bytes);
   }
 };
 
@@ -92,7 +97,7 @@ class FuseDecoder final : public TokenDecoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
-    tokens.assign(1, std::move(all));
+    tokens.assign(1, all);
   }
 };
 
@@ -146,8 +151,8 @@ Result<std::unique_ptr<TokenDecoder>> make_token_decoder(const json& spec) {
   }
   if (type == "Strip") {
     if (!spec.value("content", json()).is_string()) return bad("Strip needs a string 'content'");
-    return std::unique_ptr<TokenDecoder>(new StripDecoder(spec["content"].get<std::string>(),
-                                                          spec.value("start", size_t{0}), spec.value("stop", size_t{0})));
+    return std::unique_ptr<TokenDecoder>(new StripDecoder(
+        spec["content"].get<std::string>(), spec.value("start", size_t{0}), spec.value("stop", size_t{0})));
   }
   if (type == "Sequence") {
     const auto& list = spec.value("decoders", json());

@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+#include <nlohmann/json.hpp>
 
 #include "tokenizer/utf8.hpp"
 
@@ -22,9 +22,9 @@ class UnicodeForm final : public Normalizer {
     for (char c : text) ascii &= static_cast<unsigned char>(c) < 0x80;
     if (ascii) return std::string(text);
     utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                            static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                            static_cast<utf8proc_option_t>(options_));
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                     &out, static_cast<utf8proc_option_t>(options_));
     if (n < 0) return std::string(text);  // input is repaired to valid UTF-8 first, so this is not expected
     std::string result(reinterpret_cast<char*>(out), static_cast<size_t>(n));
     std::free(out);
@@ -40,8 +40,8 @@ class Lowercase final : public Normalizer {
   std::string normalize(std::string_view text) const override {
     std::string out;
     out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) utf8::append(out, static_cast<char32_t>(utf8proc_tolower(
-                                                               static_cast<utf8proc_int32_t>(utf8::decode(text, i)))));
+    for (size_t i = 0; i < text.size();)
+      utf8::append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(utf8::decode(text, i)))));
     return out;
   }
 };
@@ -91,7 +91,9 @@ class Sequence final : public Normalizer {
   std::vector<std::unique_ptr<Normalizer>> steps_;
 };
 
-Status bad(std::string message) { return Status(StatusCode::kFormatError, "tokenizer.json: normalizer: " + message); }
+Status bad(std::string_view message) {
+  return Status(StatusCode::kFormatError, std::string("tokenizer.json: normalizer: ").append(message));
+}
 
 }  // namespace
 
@@ -115,8 +117,8 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const json& spec) {
         !spec.value("content", json()).is_string()) {
       return bad("Replace supports a {\"String\": ...} pattern and a string 'content'");
     }
-    return std::unique_ptr<Normalizer>(new Replace(pattern["String"].get<std::string>(),
-                                                   spec["content"].get<std::string>()));
+    return std::unique_ptr<Normalizer>(
+        new Replace(pattern["String"].get<std::string>(), spec["content"].get<std::string>()));
   }
   if (type == "Prepend") {
     if (!spec.value("prepend", json()).is_string()) return bad("Prepend needs a string 'prepend'");

@@ -14,10 +14,11 @@ namespace {
 using nlohmann::json;
 
 // GPT-2's pattern, used by ByteLevel when use_regex is true.
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-Status bad(std::string message) { return Status(StatusCode::kFormatError, "tokenizer.json: pre_tokenizer: " + message); }
+Status bad(std::string_view message) {
+  return Status(StatusCode::kFormatError, std::string("tokenizer.json: pre_tokenizer: ").append(message));
+}
 
 // A compiled regex plus per-thread match resources.
 class Regex {
@@ -42,7 +43,7 @@ class Regex {
   template <typename F>
   void for_each_match(std::string_view text, F&& f) const {
     thread_local pcre2_match_data* data = pcre2_match_data_create(8, nullptr);
-    thread_local pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
+    thread_local pcre2_jit_stack* stack = pcre2_jit_stack_create(size_t{32} * 1024, size_t{8} * 1024 * 1024, nullptr);
     thread_local pcre2_match_context* context = [] {
       pcre2_match_context* c = pcre2_match_context_create(nullptr);
       pcre2_jit_stack_assign(c, nullptr, stack);
@@ -170,9 +171,8 @@ class ByteLevel final : public PreTokenizer {
     for (std::string& w : words) {
       if (add_prefix_space_ && !w.empty() && w[0] != ' ') w.insert(w.begin(), ' ');
       if (regex_) {
-        regex_->for_each_match(w, [&](size_t b, size_t e) {
-          out.push_back(byte_level::encode(std::string_view(w).substr(b, e - b)));
-        });
+        regex_->for_each_match(
+            w, [&](size_t b, size_t e) { out.push_back(byte_level::encode(std::string_view(w).substr(b, e - b))); });
       } else {
         out.push_back(byte_level::encode(w));
       }
@@ -216,7 +216,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const json& spec) {
       return bad("Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
     }
     const std::string behavior = spec.value("behavior", std::string("Isolated"));
-    SplitBehavior b;
+    SplitBehavior b{};
     if (behavior == "Isolated") {
       b = SplitBehavior::kIsolated;
     } else if (behavior == "Removed") {

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <utf8proc.h>
+#include <nlohmann/json.hpp>
 
 #include "core/mapped_file.hpp"
 #include "tokenizer/bpe.hpp"
@@ -67,7 +67,8 @@ class AddedMatcher {
     if (t->content.empty()) return;
     auto& bucket = buckets_[static_cast<unsigned char>(t->content[0])];
     bucket.push_back(t);
-    std::stable_sort(bucket.begin(), bucket.end(), [](auto* a, auto* b) { return a->content.size() > b->content.size(); });
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [](auto* a, auto* b) { return a->content.size() > b->content.size(); });
     empty_ = false;
   }
 
@@ -91,8 +92,10 @@ class AddedMatcher {
       }
       size_t begin = i, end = i + hit->content.size();
       const size_t floor = out.empty() ? 0 : out.back().end;
-      if (hit->lstrip) while (begin > floor && is_space(text[begin - 1])) --begin;
-      if (hit->rstrip) while (end < text.size() && is_space(text[end])) ++end;
+      if (hit->lstrip)
+        while (begin > floor && is_space(text[begin - 1])) --begin;
+      if (hit->rstrip)
+        while (end < text.size() && is_space(text[end])) ++end;
       out.push_back({begin, end, hit->id});
       i = end;
     }
@@ -109,11 +112,13 @@ struct Template {
   std::vector<std::vector<int32_t>> items;  // empty vector: the sequence itself
 };
 
-Status bad(std::string message) { return Status(StatusCode::kFormatError, "tokenizer.json: " + message); }
+Status bad(std::string_view message) {
+  return Status(StatusCode::kFormatError, std::string("tokenizer.json: ").append(message));
+}
 
 Result<Template> parse_post_processor(const json& spec) {
   Template t;
-  t.items.push_back({});  // default: the sequence alone
+  t.items.emplace_back();  // default: the sequence alone
   if (spec.is_null()) return t;
   if (!spec.is_object() || !spec.value("type", json()).is_string()) return bad("post_processor needs a 'type'");
   const std::string type = spec["type"].get<std::string>();
@@ -134,7 +139,7 @@ Result<Template> parse_post_processor(const json& spec) {
     t.items.clear();
     for (const auto& item : single) {
       if (item.contains("Sequence")) {
-        t.items.push_back({});
+        t.items.emplace_back();
       } else if (item.contains("SpecialToken")) {
         const std::string name = item["SpecialToken"].value("id", std::string());
         const auto s = specials.find(name);
@@ -304,7 +309,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load_impl(const std::string& path)
   }
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
   Impl& m = *tok->impl_;
-  auto in_file = [&](Status s) { return s.with_context(file.string()); };
+  auto in_file = [&](const Status& s) { return s.with_context(file.string()); };
   auto normalizer = make_normalizer(root.value("normalizer", json()));
   if (!normalizer) return in_file(normalizer.status());
   m.normalizer = std::move(*normalizer);
@@ -461,13 +466,12 @@ std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos; }
 
 StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
                                            bool skip_special_tokens)
-    : tokenizer_(tokenizer), skip_special_(skip_special_tokens) {
-  // A few prompt tokens of context, so decoders that treat the first token specially see the middle of a text.
-  const size_t context = std::min<size_t>(prompt.size(), 5);
-  ids_.assign(prompt.end() - static_cast<std::ptrdiff_t>(context), prompt.end());
-  prefix_offset_ = 0;
-  read_offset_ = ids_.size();
-}
+    : tokenizer_(tokenizer),
+      skip_special_(skip_special_tokens),
+      // A few prompt tokens of context, so decoders that treat the first token specially see the middle of a text.
+      ids_(prompt.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(prompt.size(), 5)), prompt.end()),
+      prefix_offset_(0),
+      read_offset_(ids_.size()) {}
 
 std::string StreamingDetokenizer::push(int32_t id) {
   ids_.push_back(id);
@@ -481,7 +485,7 @@ std::string StreamingDetokenizer::push(int32_t id) {
   if (full->size() <= prefix->size() || full->compare(0, prefix->size(), *prefix) != 0) return {};
   const std::string_view tail = std::string_view(*full).substr(prefix->size());
   if (utf8::complete_prefix(tail) != tail.size()) return {};  // hold back an incomplete character
-  if (tail.ends_with("\xEF\xBF\xBD")) return {};  // a decoder's stand-in for bytes that may yet complete
+  if (tail.ends_with("\xEF\xBF\xBD")) return {};              // a decoder's stand-in for bytes that may yet complete
   prefix_offset_ = read_offset_;
   read_offset_ = ids_.size();
   return utf8::repair(tail);

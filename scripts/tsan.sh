@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the engine's concurrent paths (CPU build): submit / cancel / poll from many threads while the
+# background loop steps, the C ABI, and tensor-parallel ranks running as threads (rank threads, in-memory
+# collectives). Any report fails it.
+# OpenMP runs one thread (libgomp is not instrumented, so its own synchronisation would be reported).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh build-tsan -DPHOTON_CUDA=OFF -DPHOTON_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPHOTON_BUILD_BENCH=OFF
+export OMP_NUM_THREADS=1
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+build-tsan/bin/photon_tests -# "[#test_engine],[#test_tensor_parallel]"
+build-tsan/bin/photon_capi_test tests/data/parity/llama3-gqa-tied-ropescaled
