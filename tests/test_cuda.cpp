@@ -17,6 +17,8 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/kernels.cuh"
 #include "engine/sampler.hpp"
+#include "models/decoder.hpp"
+#include "models/model_loader.hpp"
 
 using namespace photon;
 
@@ -419,4 +421,34 @@ TEST_CASE("decode steps replayed as CUDA graphs match eager steps", "[cuda]") {
   }
   WARN("graph vs eager: " << same << "/" << total << " tokens equal");
   CHECK(same * 10 >= total * 9);  // bf16 GEMMs of padded batches may round differently; near-ties may flip
+}
+
+TEST_CASE("device allocations failing anywhere in loading are clean out-of-memory errors", "[cuda]") {
+  if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
+  const std::string model = std::string(PHOTON_TEST_DATA_DIR) + "/parity/llama3-mha-untied";
+  // Weights, decoder workspace and KV cache: everything an engine takes from the device before its first step.
+  auto build = [&](Backend& gpu) -> Status {
+    PHOTON_ASSIGN_OR_RETURN(LoadedModel m, load_model({model}, gpu));
+    PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(m.config, std::move(m.weights), gpu, DecoderLimits{}));
+    PHOTON_ASSIGN_OR_RETURN(auto kv, PagedKvCache::create(m.config, gpu, 64, 16, DType::kBF16));
+    return Status::ok();
+  };
+  size_t needed = 0;
+  {
+    auto gpu = make_cuda_backend(0).value();
+    REQUIRE(build(*gpu).is_ok());
+    needed = gpu->allocator().peak_bytes();
+  }
+  for (size_t k = 0; k < 16; ++k) {
+    const size_t limit = needed * k / 16;
+    INFO("device budget " << limit << " of " << needed << " bytes");
+    auto gpu = make_cuda_backend(0, limit);
+    if (!gpu) {  // the backend's own workspaces did not fit
+      CHECK(gpu.status().code() == StatusCode::kOutOfMemory);
+      continue;
+    }
+    const size_t base = (*gpu)->allocator().bytes_in_use();
+    CHECK(build(**gpu).code() == StatusCode::kOutOfMemory);
+    CHECK((*gpu)->allocator().bytes_in_use() == base);  // what was taken before the failure was given back
+  }
 }
