@@ -1,6 +1,7 @@
 // Naive double-precision references for the kernel tests, and random inputs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -22,6 +23,14 @@ inline double max_violation(const std::vector<float>& a, const std::vector<doubl
     worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (atol + rtol * std::abs(b[i])));
   }
   return worst;
+}
+
+/// Largest |a - b| over the elements; infinity when the lengths differ.
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double d = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+  return d;
 }
 
 }  // namespace photon::test

@@ -14,9 +14,11 @@
 #include "models/decoder.hpp"
 #include "models/model_config.hpp"
 #include "models/weights.hpp"
+#include "reference.hpp"
 
 using namespace photon;
 using nlohmann::json;
+using photon::test::max_abs_diff;
 
 namespace {
 
@@ -73,13 +75,6 @@ std::vector<int32_t> random_tokens(size_t n, std::mt19937& rng) {
   std::vector<int32_t> t(n);
   for (auto& x : t) x = static_cast<int32_t>(rng() % 300);
   return t;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
-  return d;
 }
 
 }  // namespace

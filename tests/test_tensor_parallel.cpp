@@ -19,6 +19,7 @@
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
 #include "models/tensor_parallel.hpp"
+#include "reference.hpp"
 #if defined(PHOTON_WITH_NCCL)
 #include "cuda/cuda_backend.hpp"
 #include "cuda/nccl_communicator.hpp"
@@ -26,6 +27,7 @@
 
 using namespace photon;
 using nlohmann::json;
+using photon::test::max_abs_diff;
 
 namespace {
 
@@ -122,13 +124,6 @@ std::vector<ForwardBatch> prefill_then_decode() {
   steps[1].add_sequence(std::vector<int32_t>{17}, 13, blocks_a, 4, ForwardBatch::Logits::kLast);
   steps[1].add_sequence(std::vector<int32_t>{3}, 5, blocks_b, 4, ForwardBatch::Logits::kLast);
   return steps;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
-  return d;
 }
 
 }  // namespace

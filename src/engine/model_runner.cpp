@@ -72,8 +72,9 @@ void ModelRunner::worker(size_t rank) {
 
 Result<Tensor> ModelRunner::execute() {
   ModelRank& first = ranks_[0];
-  if (workers_.empty()) return first.decoder->forward(batch_, first.kv_cache);
+  // step() may run on any thread (the engine's background loop, say): bind it to rank 0's device first.
   PHOTON_RETURN_IF_ERROR(first.backend->make_current());
+  if (workers_.empty()) return first.decoder->forward(batch_, first.kv_cache);
   {
     std::lock_guard lock(mu_);
     finished_.store(0);

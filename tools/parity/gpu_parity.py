@@ -25,16 +25,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-TRANSFORMERS_MAJOR = int(transformers.__version__.split(".")[0])
-
-
-def rope_kwargs(theta, scaling=None):
-    if TRANSFORMERS_MAJOR >= 5:
-        params = {"rope_type": "default", "rope_theta": theta}
-        params.update(scaling or {})
-        return {"rope_parameters": params}
-    return {"rope_theta": theta, "rope_scaling": scaling}
-
+from make_parity_data import rope_kwargs  # the RoPE spelling the installed transformers expects
 
 def llama_3_2_1b():
     return "llama-3.2-1b-shape", LlamaForCausalLM, LlamaConfig(
