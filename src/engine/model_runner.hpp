@@ -46,7 +46,6 @@ class ModelRunner {
   /// Rank 0's decoder and cache (block geometry is the same on every rank).
   const Decoder& decoder() const { return *ranks_[0].decoder; }
   const PagedKvCache& kv_cache() const { return ranks_[0].kv_cache; }
-  int tensor_parallel_size() const { return static_cast<int>(ranks_.size()); }
   /// Bytes of KV cache and of activation workspace over all ranks.
   uint64_t kv_cache_bytes() const;
   uint64_t workspace_bytes() const;

@@ -85,7 +85,7 @@ Status Decoder::allocate_workspace() {
     std::vector<int64_t> shape;
     DType dtype;
   };
-  const Item items[] = {
+  std::vector<Item> items = {
       {&inv_freq_, {c.head_dim / 2}, DType::kF32},
       {&residual_, {t, c.hidden_size}, act},
       {&hidden_, {t, c.hidden_size}, act},
@@ -101,14 +101,11 @@ Status Decoder::allocate_workspace() {
       {&last_hidden_, {l, c.hidden_size}, act},
       {&logits_, {l, c.vocab_size}, DType::kF32},
   };
-  std::vector<Item> sharded;
   if (comm_) {
-    sharded.push_back({&logits_shard_, {l, shard_.vocab_rows}, DType::kF32});
-    sharded.push_back({&logits_gathered_, {shard_.size * l, shard_.vocab_rows}, DType::kF32});
+    items.push_back({&logits_shard_, {l, shard_.vocab_rows}, DType::kF32});
+    items.push_back({&logits_gathered_, {shard_.size * l, shard_.vocab_rows}, DType::kF32});
   }
-  std::vector<Item> all(std::begin(items), std::end(items));
-  all.insert(all.end(), sharded.begin(), sharded.end());
-  for (const Item& item : all) {
+  for (const Item& item : items) {
     auto tensor = Tensor::empty(item.shape, item.dtype, a);
     if (!tensor) {
       return tensor.status().with_context(

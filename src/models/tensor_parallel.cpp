@@ -1,14 +1,8 @@
 #include "models/tensor_parallel.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 namespace photon {
-
-int64_t TensorParallelShard::vocab_valid(const ModelConfig& config) const {
-  return std::clamp<int64_t>(config.vocab_size - vocab_begin, 0, vocab_rows);
-}
 
 Status check_tensor_parallel(const ModelConfig& c, int size) {
   if (size < 1) return Status(StatusCode::kInvalidArgument, "tensor_parallel_size must be at least 1");

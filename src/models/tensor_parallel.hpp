@@ -29,8 +29,6 @@ struct TensorParallelShard {
   int64_t vocab_rows = 0;          ///< rows of this rank's embedding / LM head (the same on every rank; padded)
 
   bool is_sharded() const { return size > 1; }
-  /// The token ids whose rows this rank really holds: [vocab_begin, vocab_begin + vocab_valid(config)).
-  int64_t vocab_valid(const ModelConfig& config) const;
 };
 
 /// Checks that `config` can be split over `size` ranks; the error says which dimension does not divide.
