@@ -5,6 +5,8 @@
 # runs where there are several GPUs). Writes OUTDIR/summary.md, OUTDIR/results.jsonl and the logs.
 # Usage: scripts/gpu-check.sh OUTDIR [BENCH_FILTER]
 # GPU_CHECK_STEPS (default "test sanitize parity bench") picks steps; the build always runs (incrementally).
+# Other steps: "tp" (the tensor-parallel tests alone) and "profile" (per-kernel GPU time under Nsight Compute for a
+# few benchmark shapes, tables in OUTDIR/profile-*.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
@@ -92,6 +94,24 @@ if want parity; then
   grep "^|" "$out/parity.log" | tee -a "$summary"
   grep -E "^\[|Error|error" "$out/parity.log" | tail -12
   rm -rf /tmp/photon-parity
+fi
+if want profile; then
+  profile() {  # profile NAME ARGS...: kernel time table of one photon bench run
+    local name=$1
+    shift
+    [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
+    if timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "/tmp/ncu-$name.csv" \
+         "$build/bin/photon" bench --device cuda "$@" >"$out/profile-$name.log" 2>&1 &&
+       python3 tools/profile/kernel_table.py "/tmp/ncu-$name.csv" >"$out/profile-$name.md"; then
+      note "profile $name ($*): $(tail -1 "$out/profile-$name.md")"
+    else
+      note "profile $name FAILED: $(tail -3 "$out/profile-$name.log" | tr '\n' ' ')"
+    fi
+    rm -f "/tmp/ncu-$name.csv"
+  }
+  profile llama1b-b1 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 64
+  profile qwen06b-b1 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 64
+  profile llama1b-256x2048 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 16
 fi
 want bench || exit $status
 
