@@ -100,7 +100,7 @@ if want profile; then
     local name=$1
     shift
     [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
-    if timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "/tmp/ncu-$name.csv" \
+    if timeout 200 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --log-file "/tmp/ncu-$name.csv" \
          "$build/bin/photon" bench --device cuda "$@" >"$out/profile-$name.log" 2>&1 &&
        python3 tools/profile/kernel_table.py "/tmp/ncu-$name.csv" >"$out/profile-$name.md"; then
       note "profile $name ($*): $(tail -1 "$out/profile-$name.md")"
@@ -109,15 +109,29 @@ if want profile; then
     fi
     rm -f "/tmp/ncu-$name.csv"
   }
-  profile llama1b-b1 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 64
-  profile qwen06b-b1 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 64
-  profile llama1b-256x2048 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 16
+  # ncu serialises and instruments every launch (milliseconds each), so long runs are sampled: --launch-skip and
+  # --launch-count pick a window of the run (a few steps of one phase).
+  profile llama1b-b1 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 8
+  profile llama1b-256x2048-prefill --model dummy:llama-3.2-1b --num-prompts 64 --input-len 2048 --output-len 1
 fi
 want bench || exit $status
 
 "$build/bin/photon_hbm_bandwidth" | tee -a "$results"
 hbm=$(tail -1 "$results" | python3 -c "import json,sys; print(json.load(sys.stdin)['hbm_copy_gb_per_s'])" 2>/dev/null || echo 0)
 note "HBM copy bandwidth (read + write): $hbm GB/s"
+# The decode matmul kernels alone, at the models' projection shapes (weights read per second).
+if [ -z "$filter" ] || grep -qE "$filter" <<<"gemv"; then
+  "$build/bin/photon_gemv_bandwidth" 1 4 8 >"$out/gemv.jsonl" 2>&1
+  python3 - "$out/gemv.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print("| GEMV (weights streamed) | M=" + " | M=".join(str(m) for m in sorted({r["m"] for r in rows})) + " |")
+print("| --- |" + " --- |" * len({r["m"] for r in rows}))
+for key in dict.fromkeys((r["model"], r["matrix"], r["rows"], r["k"]) for r in rows):
+    cells = [f'{r["us"]:.1f} us, {r["gb_per_s"]:.0f} GB/s' for r in rows if (r["model"], r["matrix"], r["rows"], r["k"]) == key]
+    print(f"| {key[0]} {key[1]} {key[2]}x{key[3]} | " + " | ".join(cells) + " |")
+PY
+fi
 
 bench() {  # bench NAME TIMEOUT_S ARGS...
   local name=$1 limit=$2

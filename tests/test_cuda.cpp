@@ -119,7 +119,82 @@ TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cud
   }
 }
 
-TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
+TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(11);
+  // M <= 8: SwiGLU in the GEMV's epilogue; larger M: cuBLASLt into the scratch, then the SwiGLU kernel.
+  for (auto [m, k, inter] : {std::tuple{1, 64, 100}, {3, 1024, 77}, {8, 2048, 333}, {2, 4104, 9}, {40, 256, 130}}) {
+    const auto x = random_vec(static_cast<size_t>(m * k), rng);
+    const auto w = random_vec(static_cast<size_t>(2 * inter * k), rng, 0.1f);
+    Tensor cx = cpu_tensor(x, {m, k}), cw = cpu_tensor(w, {2 * inter, k});
+    Tensor cscratch = Tensor::empty({m, 2 * inter}, DType::kF32, default_cpu_allocator()).value();
+    Tensor cout = Tensor::empty({m, inter}, DType::kF32, default_cpu_allocator()).value();
+    b.cpu->linear_swiglu(cx, cw, cscratch, cout);
+    Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {2 * inter, k}, DType::kBF16);
+    Tensor gscratch = Tensor::empty({m, 2 * inter}, DType::kBF16, b.gpu->allocator()).value();
+    Tensor gout = Tensor::empty({m, inter}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->linear_swiglu(gx, gw, gscratch, gout);
+    REQUIRE(b.gpu->take_error().is_ok());
+    INFO("m=" << m << " k=" << k << " inter=" << inter);
+    const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
+    CHECK(violation(read_back(*b.gpu, gout), ref, 2e-2, 2e-2) <= 1.0);
+  }
+}
+
+TEST_CASE("CUDA q/k norm, RoPE and cache write of the fused projection match the CPU", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(12);
+  for (auto [heads, kv_heads, hd, with_norm] :
+       {std::tuple{4, 2, 64, false}, {3, 3, 24, true}, {2, 1, 128, true}, {6, 2, 256, false}}) {
+    const int t = 5, bs = 4, blocks = 4, width = (heads + 2 * kv_heads) * hd;
+    const auto qkv = random_vec(static_cast<size_t>(t * width), rng);
+    std::vector<float> qn = random_vec(static_cast<size_t>(hd), rng), kn = random_vec(static_cast<size_t>(hd), rng);
+    for (auto& v : qn) v = 1.0f + 0.1f * v;
+    for (auto& v : kn) v = 1.0f + 0.1f * v;
+    std::vector<float> inv(static_cast<size_t>(hd / 2));
+    for (int i = 0; i < hd / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / hd);
+    const std::vector<int32_t> positions = {0, 7, 3, 100, 2}, slots = {5, 0, -1, 15, 9};
+    const KvCacheLayout layout{blocks, kv_heads, bs, hd};
+    std::vector<float> q_out[2], cache_out[2];
+    for (int which = 0; which < 2; ++which) {
+      Backend& be = which == 0 ? *b.cpu : *b.gpu;
+      const bool gpu = which == 1;
+      const DType act = gpu ? DType::kBF16 : DType::kF32;
+      auto floats = [&](const std::vector<float>& v, std::initializer_list<int64_t> shape, DType dtype) {
+        return gpu ? gpu_tensor(be, v, shape, dtype) : cpu_tensor(v, shape);
+      };
+      auto ints = [&](const std::vector<int32_t>& v) {
+        if (gpu) return gpu_ints(be, v);
+        Tensor x = Tensor::empty({static_cast<int64_t>(v.size())}, DType::kI32, default_cpu_allocator()).value();
+        std::copy(v.begin(), v.end(), x.data<int32_t>());
+        return x;
+      };
+      Tensor tqkv = floats(qkv, {t, width}, act);
+      Tensor tqn = with_norm ? floats(qn, {hd}, DType::kF32) : Tensor(), tkn = with_norm ? floats(kn, {hd}, DType::kF32) : Tensor();
+      Tensor cos = Tensor::empty({t, hd / 2}, DType::kF32, be.allocator()).value();
+      Tensor sin = Tensor::empty({t, hd / 2}, DType::kF32, be.allocator()).value();
+      be.rope_cos_sin(ints(positions), floats(inv, {hd / 2}, DType::kF32), cos, sin);
+      Tensor cache = floats(std::vector<float>(static_cast<size_t>(layout.elements_per_block() * blocks), -3.0f),
+                            {blocks, 2, kv_heads, bs, hd}, act);
+      Tensor q = Tensor::empty({t, heads * hd}, act, be.allocator()).value();
+      Tensor tslots = ints(slots);
+      be.qkv_rope_cache_write(tqkv, tqn, tkn, 1e-6f, cos, sin, tslots, layout, cache, q);
+      REQUIRE(be.take_error().is_ok());
+      if (gpu) {
+        q_out[which] = read_back(be, q);
+        cache_out[which] = read_back(be, cache);
+      } else {
+        q_out[which].assign(q.data<float>(), q.data<float>() + q.numel());
+        cache_out[which].assign(cache.data<float>(), cache.data<float>() + cache.numel());
+      }
+    }
+    INFO("heads " << heads << "/" << kv_heads << " head_dim " << hd << (with_norm ? " with q/k norm" : ""));
+    CHECK(violation(q_out[1], q_out[0], 2e-2, 2e-2) <= 1.0);
+    CHECK(violation(cache_out[1], cache_out[0], 2e-2, 2e-2) <= 1.0);  // untouched slots stay -3 on both
+  }
+}
+
+TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(2);
   const int rows = 5, dim = 200;
@@ -144,13 +219,6 @@ TEST_CASE("CUDA norms, SiLU, embedding and gathers match the CPU", "[cuda]") {
   b.gpu->add_rms_norm(gres, gx, gw, 1e-6f, gout);
   CHECK(violation(read_back(*b.gpu, gres), rounded, 1e-6, 1e-6) <= 1);
   CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 2e-2, 2e-2) <= 1);
-
-  const auto up = random_vec(rows * dim, rng);
-  Tensor cup = cpu_tensor(up, {rows, dim});
-  b.cpu->silu_mul(cx, cup, cout);
-  Tensor gup = gpu_tensor(*b.gpu, up, {rows, dim}, DType::kBF16);
-  b.gpu->silu_mul(gx, gup, gout);
-  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 1e-2, 1e-2) <= 1);
 
   const std::vector<int32_t> ids = {4, 0, 4, 2};
   Tensor gids = gpu_ints(*b.gpu, ids);
@@ -211,6 +279,15 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     const auto q = random_vec(static_cast<size_t>(total * heads * hd), rng);
     const auto k = random_vec(static_cast<size_t>(total * kv_heads * hd), rng);
     const auto v = random_vec(static_cast<size_t>(total * kv_heads * hd), rng);
+    std::vector<float> qkv;  // each token's row: its q heads, k heads, v heads
+    for (int t = 0; t < total; ++t) {
+      const auto row = [&](const std::vector<float>& src, int n) {
+        qkv.insert(qkv.end(), src.begin() + static_cast<ptrdiff_t>(t) * n, src.begin() + static_cast<ptrdiff_t>(t + 1) * n);
+      };
+      row(q, heads * hd);
+      row(k, kv_heads * hd);
+      row(v, kv_heads * hd);
+    }
     std::vector<float> inv(static_cast<size_t>(hd / 2));
     for (int i = 0; i < hd / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / hd);
     const KvCacheLayout layout{num_blocks * 4, kv_heads, bs, hd};
@@ -222,8 +299,8 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       auto make = [&](const std::vector<float>& data, std::initializer_list<int64_t> shape) {
         return be.device() == Device::cpu() ? cpu_tensor(data, shape) : gpu_tensor(be, data, shape, act);
       };
-      Tensor tq = make(q, {total, heads * hd}), tk = make(k, {total, kv_heads * hd}),
-             tv = make(v, {total, kv_heads * hd});
+      Tensor tqkv = make(qkv, {total, (heads + 2 * kv_heads) * hd});
+      Tensor tq = Tensor::empty({total, heads * hd}, act, be.allocator()).value();
       Tensor tinv =
           be.device() == Device::cpu() ? cpu_tensor(inv, {hd / 2}) : gpu_tensor(be, inv, {hd / 2}, DType::kF32);
       auto ints = [&](const std::vector<int32_t>& data) {
@@ -239,7 +316,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       Tensor sin = Tensor::empty({total, hd / 2}, DType::kF32, be.allocator()).value();
       Tensor cache = Tensor::empty({layout.num_blocks, 2, kv_heads, bs, hd}, act, be.allocator()).value();
       be.rope_cos_sin(tpos, tinv, cos, sin);
-      be.rope_and_cache_write(tq, tk, tv, cos, sin, tslots, layout, cache);
+      be.qkv_rope_cache_write(tqkv, Tensor(), Tensor(), 0.0f, cos, sin, tslots, layout, cache, tq);
       // Attend with the tail of each sequence: gather those q rows.
       std::vector<int32_t> tail_rows;
       for (size_t s = 0; s < ctx.size(); ++s)

@@ -188,7 +188,7 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
     }
     std::vector<int32_t> slots(static_cast<size_t>(ctx[s]));
     for (int p = 0; p < ctx[s]; ++p) slots[p] = block_indices[block_indptr[s] + p / bs] * bs + p % bs;
-    cpu::cache_write(keys[s].data(), values[s].data(), slots.data(), ctx[s], kv);
+    cpu::cache_write(keys[s].data(), values[s].data(), kv_heads * hd, slots.data(), ctx[s], kv);
   }
   const int total_q = query_start.back();
   const auto q = random_floats(static_cast<size_t>(total_q * heads * hd), rng);
@@ -230,7 +230,7 @@ TEST_CASE("cache_write skips negative slots") {
   cpu::KvView kv{cache.data(), DType::kF32, 2, 1, 2, 2};
   const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
   const int32_t slots[] = {3, -1};
-  cpu::cache_write(k, v, slots, 2, kv);
+  cpu::cache_write(k, v, 2, slots, 2, kv);
   // slot 3 = block 1, offset 1: keys at ((1*2+0)*1+0)*2+1 rows of 2.
   CHECK(cache[(2 * 2 + 1) * 2] == 1.0f);
   CHECK(cache[(3 * 2 + 1) * 2 + 1] == 6.0f);

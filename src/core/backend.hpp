@@ -95,8 +95,10 @@ class Backend {
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   /// out[m, n] = sum_k x[m, k] * w[n, k].  x [M, K]; w [N, K]; out [M, N].
   virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
-  /// out = silu(gate) * up, elementwise.
-  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  /// The gated MLP's first half: out = silu(x . Wg) * (x . Wu), where w = [Wg; Wu] stacks the gate and up
+  /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
+  /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
+  virtual void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) = 0;
   /// out[i, :] = x[indices[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
   /// out[r, col_offset + c] = src[r, c] for the columns c that fit in out.  src, out f32 [rows, *].
@@ -104,10 +106,13 @@ class Backend {
 
   /// cos/sin f32 [T, head_dim / 2] of positions (i32 [T]) times inv_freq (f32 [head_dim / 2]).
   virtual void rope_cos_sin(const Tensor& positions, const Tensor& inv_freq, Tensor& cos, Tensor& sin) = 0;
-  /// Rotates q [T, heads * head_dim] and k [T, kv_heads * head_dim] in place (rotate-half convention), then writes
-  /// k and v into `kv_cache` (layout above) at slot_mapping.
-  virtual void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
-                                    const Tensor& slot_mapping, const KvCacheLayout& layout, Tensor& kv_cache) = 0;
+  /// Finishes the fused q/k/v projection qkv [T, (heads + 2 * kv_heads) * head_dim] (all q heads, then k, then v):
+  /// when q_norm / k_norm are defined (f32 [head_dim], Qwen3) each q and k head is RMS-normalised with them; q and
+  /// k are rotated (rotate-half RoPE with cos/sin of rope_cos_sin); q goes to q_out [T, heads * head_dim] and k, v
+  /// into `kv_cache` (layout above) at slot_mapping (negative slots are skipped). qkv's k part may be overwritten.
+  virtual void qkv_rope_cache_write(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                                    const Tensor& cos, const Tensor& sin, const Tensor& slot_mapping,
+                                    const KvCacheLayout& layout, Tensor& kv_cache, Tensor& q_out) = 0;
   /// Causal attention of q [T, heads * head_dim] over each sequence's cached K/V (GQA: query head h reads kv head
   /// h / (heads / kv_heads)); out [T, heads * head_dim]. `scale` multiplies q.k (usually 1/sqrt(head_dim)).
   virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,

@@ -64,8 +64,13 @@ class CpuBackend final : public Backend {
     cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.raw(), w.dtype(), w.size(0), out.data<float>());
   }
 
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    cpu::silu_mul(gate.data<float>(), up.data<float>(), gate.numel(), out.data<float>());
+  void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+    linear(x, w, scratch);
+    const int64_t inter = out.size(1);
+    for (int64_t r = 0; r < x.size(0); ++r) {
+      const float* row = scratch.data<float>() + r * scratch.stride(0);
+      cpu::silu_mul(row, row + inter, inter, out.data<float>() + r * out.stride(0));
+    }
   }
 
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
@@ -84,13 +89,23 @@ class CpuBackend final : public Backend {
                       cos.data<float>(), sin.data<float>());
   }
 
-  void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
-                            const Tensor& slot_mapping, const KvCacheLayout& layout, Tensor& kv_cache) override {
-    const int64_t hd = layout.head_dim;
-    const int64_t t = q.size(0);
-    cpu::rope(q.data<float>(), t, q.size(1) / hd, hd, q.size(1), cos.data<float>(), sin.data<float>());
-    cpu::rope(k.data<float>(), t, k.size(1) / hd, hd, k.size(1), cos.data<float>(), sin.data<float>());
-    cpu::cache_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), t, kv_view(kv_cache, layout));
+  void qkv_rope_cache_write(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
+                            const Tensor& sin, const Tensor& slot_mapping, const KvCacheLayout& layout,
+                            Tensor& kv_cache, Tensor& q_out) override {
+    const int64_t hd = layout.head_dim, t = qkv.size(0), ld = qkv.stride(0);
+    const int64_t q_width = q_out.size(1), kv_width = layout.num_kv_heads * hd;
+    float* q = q_out.data<float>();
+    float* k = qkv.data<float>() + q_width;
+    for (int64_t i = 0; i < t; ++i) {
+      std::memcpy(q + i * q_width, qkv.data<float>() + i * ld, static_cast<size_t>(q_width) * sizeof(float));
+    }
+    if (q_norm.defined()) {
+      cpu::rms_norm(q, q_norm.data<float>(), t * (q_width / hd), hd, eps, q);
+      for (int64_t i = 0; i < t; ++i) cpu::rms_norm(k + i * ld, k_norm.data<float>(), layout.num_kv_heads, hd, eps, k + i * ld);
+    }
+    cpu::rope(q, t, q_width / hd, hd, q_width, cos.data<float>(), sin.data<float>());
+    cpu::rope(k, t, layout.num_kv_heads, hd, ld, cos.data<float>(), sin.data<float>());
+    cpu::cache_write(k, k + kv_width, ld, slot_mapping.data<int32_t>(), t, kv_view(kv_cache, layout));
   }
 
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& batch,

@@ -52,8 +52,10 @@ struct KvView {
   int64_t head_dim = 0;
 };
 
-/// Writes k, v [T, kv_heads * head_dim] to their slots (block * block_size + offset). Negative slots are skipped.
-void cache_write(const float* k, const float* v, const int32_t* slots, int64_t num_tokens, const KvView& kv);
+/// Writes k, v [T, kv_heads * head_dim] (token rows ld apart) to their slots (block * block_size + offset).
+/// Negative slots are skipped.
+void cache_write(const float* k, const float* v, int64_t ld, const int32_t* slots, int64_t num_tokens,
+                 const KvView& kv);
 
 /// Causal paged attention; see Backend::attention. query_start/seq_lens/block_* as in AttentionBatch.
 void paged_attention(const float* q, int64_t heads, const KvView& kv, const int32_t* query_start,

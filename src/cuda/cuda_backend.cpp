@@ -124,8 +124,15 @@ class CudaBackend final : public Backend {
     cuda::add_rms_norm(bf16_mut(residual), bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps,
                        bf16_mut(out), stream_);
   }
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    cuda::silu_mul(bf16(gate), bf16(up), gate.numel(), bf16_mut(out), stream_);
+  void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+    const int64_t m = x.size(0), k = x.size(1), inter = out.size(1);
+    if (m == 0) return;
+    if (cuda::gemv_supported(to_int(m), to_int(k), x.stride(0))) {
+      cuda::gemv_swiglu(bf16(x), to_int(m), x.stride(0), bf16(w), to_int(inter), to_int(k), bf16_mut(out), stream_);
+      return;
+    }
+    record(gemm(x, w, scratch));
+    cuda::swiglu(bf16(scratch), m, to_int(inter), bf16_mut(out), stream_);
   }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
@@ -135,12 +142,19 @@ class CudaBackend final : public Backend {
     cuda::rope_cos_sin(positions.data<int32_t>(), to_int(positions.numel()), inv_freq.data<float>(),
                        to_int(inv_freq.numel()), cos.data<float>(), sin.data<float>(), stream_);
   }
-  void rope_and_cache_write(Tensor& q, Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
-                            const Tensor& slots, const KvCacheLayout& layout, Tensor& kv_cache) override {
+  void qkv_rope_cache_write(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
+                            const Tensor& sin, const Tensor& slots, const KvCacheLayout& layout, Tensor& kv_cache,
+                            Tensor& q_out) override {
     const int hd = to_int(layout.head_dim);
-    cuda::rope_cache_write(bf16_mut(q), bf16_mut(k), bf16(v), cos.data<float>(), sin.data<float>(),
-                           slots.data<int32_t>(), to_int(q.size(0)), to_int(q.size(1)) / hd, to_int(k.size(1)) / hd, hd,
-                           bf16_mut(kv_cache), to_int(layout.block_size), stream_);
+    if (!cuda::qkv_rope_supported(hd)) {
+      record(Status(StatusCode::kUnsupported, fmt::format("the CUDA RoPE kernel needs an even head_dim <= 256, not {}", hd)));
+      return;
+    }
+    cuda::qkv_rope_cache_write(bf16(qkv), qkv.stride(0), q_norm.defined() ? q_norm.data<float>() : nullptr,
+                               k_norm.defined() ? k_norm.data<float>() : nullptr, eps, cos.data<float>(),
+                               sin.data<float>(), slots.data<int32_t>(), to_int(qkv.size(0)), to_int(q_out.size(1)) / hd,
+                               to_int(layout.num_kv_heads), hd, bf16_mut(kv_cache), to_int(layout.block_size),
+                               bf16_mut(q_out), stream_);
   }
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
                  float scale, Tensor& out) override {

@@ -1,4 +1,4 @@
-// Embedding lookup, RMSNorm (plain and fused with the residual add), SiLU*mul and row gathers.
+// Embedding lookup, RMSNorm (plain and fused with the residual add), SwiGLU and row gathers.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
@@ -46,11 +46,14 @@ __global__ void add_rms_norm_kernel(uint16_t* residual, const uint16_t* x, const
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[base + i] = f2bf(w[i] * (bf2f(residual[base + i]) * inv));
 }
 
-__global__ void silu_mul_kernel(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out) {
+// out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j].
+__global__ void swiglu_kernel(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out) {
+  const int64_t n = rows * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = bf2f(gate[i]);
-    out[i] = f2bf(g / (1.0f + __expf(-g)) * bf2f(up[i]));
+    const int64_t r = i / inter, j = i % inter;
+    const float g = bf2f(gate_up[r * 2 * inter + j]);
+    out[i] = f2bf(g / (1.0f + __expf(-g)) * bf2f(gate_up[r * 2 * inter + inter + j]));
   }
 }
 
@@ -77,10 +80,11 @@ void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int row
   if (rows > 0) add_rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(residual, x, w, dim, eps, out);
 }
 
-void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t s) {
+void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cudaStream_t s) {
+  const int64_t n = rows * inter;
   if (n <= 0) return;
   const int64_t blocks = (n + 255) / 256;
-  silu_mul_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(gate, up, n, out);
+  swiglu_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(gate_up, rows, inter, out);
 }
 
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s) {

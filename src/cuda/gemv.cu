@@ -1,79 +1,159 @@
 // Skinny matmul for decode (M <= 8 rows of activations): out[m, n] = sum_k x[m, k] * w[n, k], bf16 in, f32
-// accumulation, bf16 or f32 out. Each warp owns one weight row at a time and streams it once with 16-byte loads
-// (several in flight per lane), applying it to all M activation rows; a warp-shuffle sum finishes each output.
-// At M = 1 this reads exactly the weight bytes, the decode floor; cuBLASLt spends several microseconds per call on
-// such shapes.
+// accumulation. Decode reads every weight byte once per step, so this kernel is a streaming read of the weights:
+// - a block of 256 threads is cut into groups of T threads (T = K/8 rounded down to a power of two, 32..256); each
+//   group owns kRows weight rows and strides along K with 16-byte loads, so each thread keeps kRows loads in flight
+//   per pass (two passes unrolled), applies each to all M activation rows, and the group's sums meet in shared memory;
+// - kRows is chosen per call so that the grid has several blocks per SM (small matrices) yet each thread has many
+//   loads in flight (large ones);
+// - the SwiGLU form reads gate row j and up row j + I of a stacked [gate; up] matrix in the same group and writes
+//   silu(gate) * up, so the gated MLP's first half is one kernel.
+// Weights are read with the streaming cache hint: they are used once per step and should not evict activations.
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
 namespace photon::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kThreads = 256;
 
-__device__ __forceinline__ void fma8(float* acc, const uint4& w, const uint4& x) {
+__device__ __forceinline__ float dot8(const uint4& w, const uint4& x) {
   const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
   const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+  float lo = 0.0f, hi = 0.0f;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    acc[0] += __uint_as_float(ws[e] << 16) * __uint_as_float(xs[e] << 16);
-    acc[1] += __uint_as_float(ws[e] & 0xffff0000u) * __uint_as_float(xs[e] & 0xffff0000u);
+    lo += __uint_as_float(ws[e] << 16) * __uint_as_float(xs[e] << 16);
+    hi += __uint_as_float(ws[e] & 0xffff0000u) * __uint_as_float(xs[e] & 0xffff0000u);
   }
+  return lo + hi;
 }
 
-template <int M, bool kOutF32>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(const uint16_t* x, int64_t ldx, const uint16_t* w, int n, int k, void* out) {
-  const int lane = threadIdx.x & 31;
-  const int warp = blockIdx.x * kWarps + (threadIdx.x >> 5);
-  const int stride = gridDim.x * kWarps;
-  const int vecs = k / 8;  // 16-byte vectors per row
-  for (int row = warp; row < n; row += stride) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * k);
-    float acc[M][2];
+__device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
+
+// M: activation rows computed (x rows at or past `m` repeat the last one and are not stored); kRows: weight rows per
+// group (for SwiGLU, kRows / 2 gate rows and the matching up rows); n: output columns (for SwiGLU, I).
+template <int M, int kRows, bool kSwiglu>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
+                int group_threads, void* __restrict__ out, bool out_f32) {
+  constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
+  __shared__ float partial[kThreads / 32][M * kRows];
+  const int groups = kThreads / group_threads;
+  const int group = threadIdx.x / group_threads, tid = threadIdx.x % group_threads;
+  const int first = (blockIdx.x * groups + group) * kOut;
+  const int vecs = k / 8;
+
+  const uint4* rows[kRows];
 #pragma unroll
-    for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = 0.0f;
-    int v = lane;
-    // Four loads in flight per lane before their first use.
-    for (; v + 96 < vecs; v += 128) {
-      const uint4 w0 = __ldg(wr + v), w1 = __ldg(wr + v + 32), w2 = __ldg(wr + v + 64), w3 = __ldg(wr + v + 96);
+  for (int r = 0; r < kOut; ++r) {
+    const int64_t row = min(first + r, n - 1);  // rows past the end repeat the last one and are not stored
+    rows[r] = reinterpret_cast<const uint4*>(w + row * k);
+    if constexpr (kSwiglu) rows[kOut + r] = reinterpret_cast<const uint4*>(w + (row + n) * k);
+  }
+  const uint4* xs[M];
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        const uint4* xr = reinterpret_cast<const uint4*>(x + m * ldx);
-        fma8(acc[m], w0, xr[v]);
-        fma8(acc[m], w1, xr[v + 32]);
-        fma8(acc[m], w2, xr[v + 64]);
-        fma8(acc[m], w3, xr[v + 96]);
-      }
-    }
-    for (; v < vecs; v += 32) {
-      const uint4 w0 = __ldg(wr + v);
+  for (int i = 0; i < M; ++i) xs[i] = reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx);
+
+  float acc[M][kRows];
 #pragma unroll
-      for (int m = 0; m < M; ++m) fma8(acc[m], w0, reinterpret_cast<const uint4*>(x + m * ldx)[v]);
-    }
+  for (int i = 0; i < M; ++i)
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float sum = warp_sum(acc[m][0] + acc[m][1]);
-      if (lane == 0) {
-        if constexpr (kOutF32) {
-          static_cast<float*>(out)[static_cast<int64_t>(m) * n + row] = sum;
-        } else {
-          static_cast<uint16_t*>(out)[static_cast<int64_t>(m) * n + row] = f2bf(sum);
-        }
-      }
+    for (int r = 0; r < kRows; ++r) acc[i][r] = 0.0f;
+
+#pragma unroll 2
+  for (int v = tid; v < vecs; v += group_threads) {
+    uint4 wv[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const uint4 xv = xs[i][v];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(wv[r], xv);
     }
   }
-}
 
-template <int M>
-void launch(const uint16_t* x, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32, cudaStream_t s) {
-  // Enough warps to cover the rows, capped so that each SM holds several blocks and loops over the rest.
-  const int blocks = min((n + kWarps - 1) / kWarps, 132 * 8);
-  if (out_f32) {
-    gemv_kernel<M, true><<<blocks, kWarps * 32, 0, s>>>(x, ldx, w, n, k, out);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float s = warp_sum(acc[i][r]);
+      if (lane == 0) partial[warp][i * kRows + r] = s;
+    }
+  __syncthreads();
+  if (tid >= M * kOut) return;
+  const int i = tid / kOut, r = tid % kOut, col = first + r;
+  if (i >= m || col >= n) return;
+  const int warps = group_threads / 32, first_warp = group * warps;
+  float sum = 0.0f, up = 0.0f;
+  for (int wi = 0; wi < warps; ++wi) {
+    sum += partial[first_warp + wi][i * kRows + r];
+    if constexpr (kSwiglu) up += partial[first_warp + wi][i * kRows + kOut + r];
+  }
+  const int64_t at = static_cast<int64_t>(i) * n + col;
+  if constexpr (kSwiglu) {
+    // As the unfused path computes it: gate and up rounded to bf16, then silu(gate) * up.
+    const float g = bf16_round(sum), u = bf16_round(up);
+    static_cast<uint16_t*>(out)[at] = f2bf(g / (1.0f + __expf(-g)) * u);
+  } else if (out_f32) {
+    static_cast<float*>(out)[at] = sum;
   } else {
-    gemv_kernel<M, false><<<blocks, kWarps * 32, 0, s>>>(x, ldx, w, n, k, out);
+    static_cast<uint16_t*>(out)[at] = f2bf(sum);
   }
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n > 0 ? n : 132;
+  }();
+  return count;
+}
+
+template <int M, int kRows, bool kSwiglu>
+void launch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, int group_threads, void* out,
+            bool out_f32, cudaStream_t s) {
+  constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
+  const int per_block = kThreads / group_threads * kOut;
+  const int blocks = (n + per_block - 1) / per_block;
+  gemv_kernel<M, kRows, kSwiglu><<<blocks, kThreads, 0, s>>>(x, m, ldx, w, n, k, group_threads, out, out_f32);
+}
+
+// Picks the rows per group for a shape: the most (deepest load pipelines) that still gives the grid at least
+// four blocks per SM, so that small matrices spread over the whole GPU.
+template <int M, bool kSwiglu, int... kChoices>
+void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+              cudaStream_t s) {
+  int group_threads = 32;
+  while (group_threads < kThreads && group_threads * 2 <= k / 8) group_threads *= 2;
+  const int groups = kThreads / group_threads;
+  const int want_blocks = 4 * sm_count();
+  bool launched = false;
+  const auto try_rows = [&](auto rows_constant) {
+    constexpr int kRows = decltype(rows_constant)::value;
+    constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
+    if (launched) return;
+    const int blocks = (n + groups * kOut - 1) / (groups * kOut);
+    if (blocks >= want_blocks || kRows == std::min({kChoices...})) {
+      launch<M, kRows, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s);
+      launched = true;
+    }
+  };
+  (try_rows(std::integral_constant<int, kChoices>{}), ...);  // largest first
+}
+
+template <bool kSwiglu>
+void run(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+         cudaStream_t s) {
+  if (m == 1) return dispatch<1, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m == 2) return dispatch<2, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m <= 4) return dispatch<4, kSwiglu, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  return dispatch<8, kSwiglu, 2>(x, m, ldx, w, n, k, out, out_f32, s);
 }
 
 }  // namespace
@@ -82,24 +162,12 @@ bool gemv_supported(int m, int k, int64_t ldx) { return m >= 1 && m <= 8 && k % 
 
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s) {
-  switch (m) {
-    case 1:
-      return launch<1>(x, ldx, w, n, k, out, out_f32, s);
-    case 2:
-      return launch<2>(x, ldx, w, n, k, out, out_f32, s);
-    case 3:
-      return launch<3>(x, ldx, w, n, k, out, out_f32, s);
-    case 4:
-      return launch<4>(x, ldx, w, n, k, out, out_f32, s);
-    case 5:
-      return launch<5>(x, ldx, w, n, k, out, out_f32, s);
-    case 6:
-      return launch<6>(x, ldx, w, n, k, out, out_f32, s);
-    case 7:
-      return launch<7>(x, ldx, w, n, k, out, out_f32, s);
-    default:
-      return launch<8>(x, ldx, w, n, k, out, out_f32, s);
-  }
+  run<false>(x, m, ldx, w, n, k, out, out_f32, s);
+}
+
+void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
+                 cudaStream_t s) {
+  run<true>(x, m, ldx, w, inter, k, out, false, s);
 }
 
 }  // namespace photon::cuda

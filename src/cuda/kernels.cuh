@@ -14,15 +14,20 @@ void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, 
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s);
 void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out,
                   cudaStream_t s);
-void silu_mul(const uint16_t* gate, const uint16_t* up, int64_t n, uint16_t* out, cudaStream_t s);
+/// out [rows, inter] = silu(gate) * up, where gate_up [rows, 2 * inter] holds gate then up in each row.
+void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cudaStream_t s);
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s);
 void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_freq, int half, float* cos, float* sin,
                   cudaStream_t s);
-/// Rotates q [T, heads * hd] and k [T, kv_heads * hd] in place, then writes k and v to the paged cache
-/// [blocks][2][kv_heads][block_size][hd] at `slots` (negative slots are skipped).
-void rope_cache_write(uint16_t* q, uint16_t* k, const uint16_t* v, const float* cos, const float* sin,
-                      const int32_t* slots, int num_tokens, int heads, int kv_heads, int head_dim, uint16_t* cache,
-                      int block_size, cudaStream_t s);
+/// Whether qkv_rope_cache_write handles this head dimension (<= 256).
+bool qkv_rope_supported(int head_dim);
+/// The fused projection's epilogue: qkv [T, (heads + 2 * kv_heads) * hd] rows ld apart; optional per-head RMSNorm of
+/// q and k (q_norm / k_norm f32 [hd], or null); RoPE of q and k with cos/sin [T, hd / 2]; q to q_out
+/// [T, heads * hd], k and v to the paged cache [blocks][2][kv_heads][block_size][hd] at `slots` (negative: skipped).
+void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
+                          const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,
+                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out,
+                          cudaStream_t s);
 /// How many KV splits attention uses for this shape (1: none); a pure function of its arguments.
 int attention_splits(int num_tokens, int heads, int max_seq_len);
 /// f32 workspace the split path needs (0 for one split).
@@ -39,6 +44,10 @@ bool gemv_supported(int m, int k, int64_t ldx);
 /// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N].
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s);
+/// out[m, j] = silu(x[m] . w[j]) * (x[m] . w[inter + j]) for the stacked [gate; up] matrix w [2 * inter, K];
+/// out bf16 [M, inter]. Same shapes as gemv.
+void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
+                 cudaStream_t s);
 
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);

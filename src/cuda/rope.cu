@@ -1,4 +1,5 @@
-// RoPE (rotate-half) on q and k, fused with the write of k and v into the paged KV cache.
+// RoPE (rotate-half) on q and k, fused with Qwen3's q/k RMSNorm, the split of the fused q/k/v projection and the
+// write of k and v into the paged KV cache.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
@@ -17,33 +18,73 @@ __global__ void cos_sin_kernel(const int32_t* positions, const float* inv_freq, 
   }
 }
 
-__global__ void rope_cache_kernel(uint16_t* q, uint16_t* k, const uint16_t* v, const float* cos, const float* sin,
-                                  const int32_t* slots, int heads, int kv_heads, int hd, uint16_t* cache,
-                                  int block_size) {
+constexpr int kMaxPairsPerLane = 4;  // head_dim <= 2 * 32 * 4
+constexpr int kHeadsPerBlock = 8;    // one warp per head
+
+// One warp per (token, head) of the fused projection: q and k heads are normalised (Qwen3) and rotated, v heads
+// copied; q goes to q_out, k and v to the cache. Lane l holds the rotation pairs (p, p + half) for p = l, l + 32, ...
+__global__ void __launch_bounds__(kHeadsPerBlock * 32)
+    qkv_rope_cache_kernel(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
+                          const float* cos, const float* sin, const int32_t* slots, int heads, int kv_heads, int hd,
+                          uint16_t* cache, int block_size, uint16_t* q_out) {
   const int t = blockIdx.x;
+  const int head = blockIdx.y * kHeadsPerBlock + static_cast<int>(threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (head >= heads + 2 * kv_heads) return;
   const int half = hd / 2;
+  const uint16_t* src = qkv + t * ld + static_cast<int64_t>(head) * hd;
+  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int p = lane + 32 * j;
+    a[j] = p < half ? bf2f(src[p]) : 0.0f;
+    b[j] = p < half ? bf2f(src[p + half]) : 0.0f;
+  }
+  const int slot = slots[t];
+  const int64_t block = slot / block_size, offset = slot % block_size;
+  const auto cache_row = [&](int which, int h) {
+    return cache + (((block * 2 + which) * kv_heads + h) * block_size + offset) * hd;
+  };
+  if (head >= heads + kv_heads) {  // v: straight to the cache
+    if (slot < 0) return;
+    uint16_t* dst = cache_row(1, head - heads - kv_heads);
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int p = lane + 32 * j;
+      if (p < half) {
+        dst[p] = src[p];
+        dst[p + half] = src[p + half];
+      }
+    }
+    return;
+  }
+  const bool is_q = head < heads;
+  const float* norm = is_q ? q_norm : k_norm;
+  if (norm != nullptr) {  // RMSNorm over the head, rounded to bf16 as a separate norm would store it
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) ss += a[j] * a[j] + b[j] * b[j];
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + eps);
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int p = lane + 32 * j;
+      if (p < half) {
+        a[j] = bf2f(f2bf(norm[p] * (a[j] * inv)));
+        b[j] = bf2f(f2bf(norm[p + half] * (b[j] * inv)));
+      }
+    }
+  }
+  if (!is_q && slot < 0) return;
+  uint16_t* dst = is_q ? q_out + (static_cast<int64_t>(t) * heads + head) * hd : cache_row(0, head - heads);
   const float* c = cos + static_cast<int64_t>(t) * half;
   const float* s = sin + static_cast<int64_t>(t) * half;
-  const int pairs = (heads + kv_heads) * half;
-  for (int idx = threadIdx.x; idx < pairs; idx += blockDim.x) {
-    const int head = idx / half, i = idx % half;
-    uint16_t* base = head < heads ? q + (static_cast<int64_t>(t) * heads + head) * hd
-                                  : k + (static_cast<int64_t>(t) * kv_heads + (head - heads)) * hd;
-    const float a = bf2f(base[i]), b = bf2f(base[i + half]);
-    base[i] = f2bf(a * c[i] - b * s[i]);
-    base[i + half] = f2bf(b * c[i] + a * s[i]);
-  }
-  __syncthreads();
-  const int slot = slots[t];
-  if (slot < 0) return;
-  const int64_t block = slot / block_size, offset = slot % block_size;
-  const int row = kv_heads * hd;
-  for (int idx = threadIdx.x; idx < row; idx += blockDim.x) {
-    const int h = idx / hd, d = idx % hd;
-    const int64_t kdst = (((block * 2 + 0) * kv_heads + h) * block_size + offset) * hd + d;
-    const int64_t vdst = (((block * 2 + 1) * kv_heads + h) * block_size + offset) * hd + d;
-    cache[kdst] = k[static_cast<int64_t>(t) * row + idx];
-    cache[vdst] = v[static_cast<int64_t>(t) * row + idx];
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int p = lane + 32 * j;
+    if (p < half) {
+      dst[p] = f2bf(a[j] * c[p] - b[j] * s[p]);
+      dst[p + half] = f2bf(b[j] * c[p] + a[j] * s[p]);
+    }
   }
 }
 
@@ -54,13 +95,16 @@ void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_fre
   if (num_tokens > 0) cos_sin_kernel<<<num_tokens, 64, 0, s>>>(positions, inv_freq, half, cos, sin);
 }
 
-void rope_cache_write(uint16_t* q, uint16_t* k, const uint16_t* v, const float* cos, const float* sin,
-                      const int32_t* slots, int num_tokens, int heads, int kv_heads, int head_dim, uint16_t* cache,
-                      int block_size, cudaStream_t s) {
-  if (num_tokens > 0) {
-    rope_cache_kernel<<<num_tokens, 128, 0, s>>>(q, k, v, cos, sin, slots, heads, kv_heads, head_dim, cache,
-                                                 block_size);
-  }
+bool qkv_rope_supported(int head_dim) { return head_dim % 2 == 0 && head_dim <= 2 * 32 * kMaxPairsPerLane; }
+
+void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
+                          const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,
+                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out,
+                          cudaStream_t s) {
+  if (num_tokens <= 0) return;
+  const dim3 grid(num_tokens, (heads + 2 * kv_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  qkv_rope_cache_kernel<<<grid, kHeadsPerBlock * 32, 0, s>>>(qkv, ld, q_norm, k_norm, eps, cos, sin, slots, heads,
+                                                             kv_heads, head_dim, cache, block_size, q_out);
 }
 
 }  // namespace photon::cuda

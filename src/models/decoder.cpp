@@ -90,12 +90,11 @@ Status Decoder::allocate_workspace() {
       {&residual_, {t, c.hidden_size}, act},
       {&hidden_, {t, c.hidden_size}, act},
       {&proj_, {t, c.hidden_size}, act},
+      {&qkv_, {t, c.q_size() + 2 * c.kv_size()}, act},
       {&q_, {t, c.q_size()}, act},
       {&attn_, {t, c.q_size()}, act},
-      {&k_, {t, c.kv_size()}, act},
-      {&v_, {t, c.kv_size()}, act},
-      {&gate_, {t, c.intermediate_size}, act},
-      {&up_, {t, c.intermediate_size}, act},
+      {&gate_up_, {t, 2 * c.intermediate_size}, act},
+      {&mlp_, {t, c.intermediate_size}, act},
       {&cos_, {t, c.head_dim / 2}, DType::kF32},
       {&sin_, {t, c.head_dim / 2}, DType::kF32},
       {&last_hidden_, {l, c.hidden_size}, act},
@@ -326,12 +325,11 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   Tensor residual = residual_.slice_rows(0, t);
   Tensor hidden = hidden_.slice_rows(0, t);
   Tensor proj = proj_.slice_rows(0, t);
+  Tensor qkv = qkv_.slice_rows(0, t);
   Tensor q = q_.slice_rows(0, t);
-  Tensor k = k_.slice_rows(0, t);
-  Tensor v = v_.slice_rows(0, t);
   Tensor attn = attn_.slice_rows(0, t);
-  Tensor gate = gate_.slice_rows(0, t);
-  Tensor up = up_.slice_rows(0, t);
+  Tensor gate_up = gate_up_.slice_rows(0, t);
+  Tensor mlp = mlp_.slice_rows(0, t);
   Tensor cos = cos_.slice_rows(0, t);
   Tensor sin = sin_.slice_rows(0, t);
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -348,24 +346,15 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
     } else {
       backend_.add_rms_norm(residual, proj, w.input_norm, eps, hidden);  // proj holds the previous MLP output
     }
-    backend_.linear(hidden, w.q_proj, q);
-    backend_.linear(hidden, w.k_proj, k);
-    backend_.linear(hidden, w.v_proj, v);
-    if (c.has_qk_norm()) {
-      Tensor q_heads = q.reshape({t * c.num_heads, c.head_dim});
-      Tensor k_heads = k.reshape({t * c.num_kv_heads, c.head_dim});
-      backend_.rms_norm(q_heads, w.q_norm, eps, q_heads);
-      backend_.rms_norm(k_heads, w.k_norm, eps, k_heads);
-    }
-    backend_.rope_and_cache_write(q, k, v, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li));
+    backend_.linear(hidden, w.qkv_proj, qkv);
+    backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout,
+                                  kv.layer(li), q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
     if (comm_) comm_->all_reduce_sum(proj);  // row-parallel: each rank holds a partial sum over its heads
     backend_.add_rms_norm(residual, proj, w.post_norm, eps, hidden);
-    backend_.linear(hidden, w.gate_proj, gate);
-    backend_.linear(hidden, w.up_proj, up);
-    backend_.silu_mul(gate, up, gate);
-    backend_.linear(gate, w.down_proj, proj);
+    backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
+    backend_.linear(mlp, w.down_proj, proj);
     if (comm_) comm_->all_reduce_sum(proj);
   }
   backend_.add_rms_norm(residual, proj, weights_.final_norm, eps, hidden);

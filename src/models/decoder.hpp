@@ -114,7 +114,7 @@ class Decoder {
   std::vector<int32_t> decode_host_, prefill_host_;
   ForwardBatch padded_;
   std::map<std::pair<int64_t, const void*>, int> graphs_;  // (bucket, KV cache) -> graph id
-  Tensor residual_, hidden_, q_, k_, v_, attn_, proj_, gate_, up_, cos_, sin_, last_hidden_, logits_;
+  Tensor residual_, hidden_, qkv_, q_, attn_, proj_, gate_up_, mlp_, cos_, sin_, last_hidden_, logits_;
   Tensor logits_shard_, logits_gathered_;  // tensor parallelism: this rank's vocabulary columns, and every rank's
 };
 

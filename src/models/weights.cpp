@@ -21,6 +21,10 @@ struct Spec {
   std::vector<int64_t> shape;  // the whole tensor, as the checkpoint holds it
   Tensor* slot;
   bool is_norm;        // kept in f32 whatever the checkpoint holds
+  // Part of a fused tensor (qkv_proj, gate_up_proj): the slot has slot_rows rows and this tensor fills
+  // [slot_row_offset, slot_row_offset + local rows). slot_rows == 0: the slot is this tensor alone.
+  int64_t slot_rows = 0;
+  int64_t slot_row_offset = 0;
   int split_dim = -1;  // -1: whole; 0: rows [begin, begin + count); 1: columns [begin, begin + count)
   int64_t begin = 0;
   int64_t count = 0;  // may reach past the tensor (padded vocabulary rows, which are zeros)
@@ -44,6 +48,15 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     if (!tp.is_sharded()) spec.split_dim = -1;
     specs.push_back(std::move(spec));
   };
+  // Lays the last `parts` specs' rows one after another in their shared slot.
+  const auto fuse = [&](size_t parts) {
+    int64_t rows = 0;
+    for (size_t i = specs.size() - parts; i < specs.size(); ++i) {
+      specs[i].slot_row_offset = rows;
+      rows += specs[i].local_shape()[0];
+    }
+    for (size_t i = specs.size() - parts; i < specs.size(); ++i) specs[i].slot_rows = rows;
+  };
   const auto vocab = rows(tp.vocab_begin, tp.vocab_rows);
   const auto q_rows = rows(tp.q_head_begin * hd, tp.num_heads * hd);
   const auto kv_rows = rows(tp.kv_head_begin * hd, tp.num_kv_heads * hd);
@@ -54,9 +67,10 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("model.layers.{}.", i);
     add(p + "input_layernorm.weight", {h}, &l.input_norm, true);
-    add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.q_proj, false, q_rows);
-    add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.k_proj, false, kv_rows);
-    add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.v_proj, false, kv_rows);
+    add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.qkv_proj, false, q_rows);
+    add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.qkv_proj, false, kv_rows);
+    add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.qkv_proj, false, kv_rows);
+    fuse(3);
     add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false,
         cols(tp.q_head_begin * hd, tp.num_heads * hd));
     if (c.has_qk_norm()) {
@@ -64,8 +78,9 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
       add(p + "self_attn.k_norm.weight", {hd}, &l.k_norm, true);
     }
     add(p + "post_attention_layernorm.weight", {h}, &l.post_norm, true);
-    add(p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_proj, false, mlp_rows);
-    add(p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.up_proj, false, mlp_rows);
+    add(p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj, false, mlp_rows);
+    add(p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj, false, mlp_rows);
+    fuse(2);
     add(p + "mlp.down_proj.weight", {h, c.intermediate_size}, &l.down_proj, false,
         cols(tp.intermediate_begin, tp.intermediate_size));
   }
@@ -106,20 +121,46 @@ uint64_t spec_bytes(const Spec& s, DType dtype) {
   return n * (s.is_norm ? 4 : dtype_size(dtype));
 }
 
-// Puts a host tensor on the backend's device in `dtype`: a zero-copy view when it already fits, else a copy.
-Result<Tensor> place(const Tensor& host, DType dtype, Backend& backend) {
-  if (backend.device() == Device::cpu() && host.dtype() == dtype) return host;
-  PHOTON_ASSIGN_OR_RETURN(Tensor dst, Tensor::empty(host.shape(), dtype, backend.allocator()));
-  if (host.dtype() == dtype) {
+// Copies a host tensor into device memory `dst` of the same element count, converting to dst's dtype.
+void copy_converted(const Tensor& host, Tensor& dst, Backend& backend) {
+  if (host.dtype() == dst.dtype()) {
     backend.copy_to_device(host.raw(), dst, host.nbytes());
-    return dst;
+    return;
   }
   std::vector<float> f32(static_cast<size_t>(host.numel()));
   cpu::to_f32(host.raw(), host.dtype(), host.numel(), f32.data());
   std::vector<char> converted(dst.nbytes());
-  cpu::from_f32(f32.data(), host.numel(), dtype, converted.data());
+  cpu::from_f32(f32.data(), host.numel(), dst.dtype(), converted.data());
   backend.copy_to_device(converted.data(), dst, dst.nbytes());
-  return dst;
+}
+
+// The device memory a spec's data goes to: its slot (allocated here), or its rows of a fused slot (allocated by the
+// first part). Adds newly allocated bytes to `bytes`.
+Result<Tensor> destination(const Spec& s, DType dtype, Backend& backend, uint64_t& bytes) {
+  const std::vector<int64_t> local = s.local_shape();
+  if (s.slot_rows == 0) {
+    PHOTON_ASSIGN_OR_RETURN(*s.slot, Tensor::empty(local, dtype, backend.allocator()));
+    bytes += s.slot->nbytes();
+    return *s.slot;
+  }
+  if (!s.slot->defined()) {
+    PHOTON_ASSIGN_OR_RETURN(*s.slot, Tensor::empty({s.slot_rows, local[1]}, dtype, backend.allocator()));
+    bytes += s.slot->nbytes();
+  }
+  return s.slot->slice_rows(s.slot_row_offset, s.slot_row_offset + local[0]);
+}
+
+// Puts a spec's host data on the backend's device in `dtype`: a zero-copy view when it already fits (CPU, whole
+// tensor), else a copy.
+Status place(const Tensor& host, const Spec& s, DType dtype, Backend& backend, uint64_t& bytes) {
+  if (backend.device() == Device::cpu() && host.dtype() == dtype && s.slot_rows == 0) {
+    *s.slot = host;
+    bytes += host.nbytes();
+    return Status::ok();
+  }
+  PHOTON_ASSIGN_OR_RETURN(Tensor dst, destination(s, dtype, backend, bytes));
+  copy_converted(host, dst, backend);
+  return Status::ok();
 }
 
 void finish(const ModelConfig& c, ModelWeights& w) {
@@ -206,9 +247,7 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
                                                           dtype_name(host.dtype())));
     }
     PHOTON_ASSIGN_OR_RETURN(const Tensor part, slice_host(host, s));
-    PHOTON_ASSIGN_OR_RETURN(*s.slot,
-                            place(part, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend));
-    w.bytes += s.slot->nbytes();
+    PHOTON_RETURN_IF_ERROR(place(part, s, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend, w.bytes));
     done += e->end - e->begin;
     if (progress) progress(done, total);
   }
@@ -231,7 +270,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
   const bool on_host = backend.device() == Device::cpu();
   for (const auto& s : specs) {
     const DType t = s.is_norm ? DType::kF32 : dtype;
-    PHOTON_ASSIGN_OR_RETURN(Tensor dst, Tensor::empty(s.local_shape(), t, backend.allocator()));
+    PHOTON_ASSIGN_OR_RETURN(Tensor dst, destination(s, t, backend, w.bytes));
     std::vector<char> staging(on_host ? 0 : dst.nbytes());
     void* target = on_host ? dst.raw() : staging.data();
     const uint64_t tensor_seed = seed ^ hash_name(s.name);
@@ -244,8 +283,6 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
       fill_random(target, t, s, tensor_seed, 0.0f, stddev);
     }
     if (!on_host) backend.copy_to_device(staging.data(), dst, dst.nbytes());
-    *s.slot = std::move(dst);
-    w.bytes += s.slot->nbytes();
     done += spec_bytes(s, dtype);
     if (progress) progress(done, total);
   }

@@ -13,18 +13,17 @@
 
 namespace photon {
 
+/// One layer. The q, k and v projections are stored as one matrix, and gate and up as another, so that each is one
+/// matmul (one pass over the activations, one kernel); checkpoints keep them apart and loading lays them together.
 struct LayerWeights {
-  Tensor input_norm;  ///< f32 [hidden]
-  Tensor q_proj;      ///< [heads * head_dim, hidden]
-  Tensor k_proj;      ///< [kv_heads * head_dim, hidden]
-  Tensor v_proj;      ///< [kv_heads * head_dim, hidden]
-  Tensor o_proj;      ///< [hidden, heads * head_dim]
-  Tensor q_norm;      ///< f32 [head_dim] (Qwen3 only)
-  Tensor k_norm;      ///< f32 [head_dim] (Qwen3 only)
-  Tensor post_norm;   ///< f32 [hidden]
-  Tensor gate_proj;   ///< [intermediate, hidden]
-  Tensor up_proj;     ///< [intermediate, hidden]
-  Tensor down_proj;   ///< [hidden, intermediate]
+  Tensor input_norm;    ///< f32 [hidden]
+  Tensor qkv_proj;      ///< [(heads + 2 * kv_heads) * head_dim, hidden]: q_proj's rows, then k_proj's, then v_proj's
+  Tensor o_proj;        ///< [hidden, heads * head_dim]
+  Tensor q_norm;        ///< f32 [head_dim] (Qwen3 only; empty otherwise)
+  Tensor k_norm;        ///< f32 [head_dim] (Qwen3 only; empty otherwise)
+  Tensor post_norm;     ///< f32 [hidden]
+  Tensor gate_up_proj;  ///< [2 * intermediate, hidden]: gate_proj's rows, then up_proj's
+  Tensor down_proj;     ///< [hidden, intermediate]
 };
 
 struct ModelWeights {

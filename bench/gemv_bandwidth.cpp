@@ -1,0 +1,115 @@
+// Streaming speed of the decode matmul kernels (cuda::gemv, cuda::gemv_swiglu) at the projection shapes of the
+// models photon bench runs, against the read bandwidth a kernel could reach. Each shape cycles through enough
+// weight copies (>= 512 MiB) that no launch finds its weights in the L2 cache; launches run back to back in a CUDA
+// graph, as decode steps replay them. Prints one JSON line per shape:
+// {"model", "matrix", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read.
+// Usage: photon_gemv_bandwidth [M ...]   (activation rows; default 1)
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+
+namespace {
+
+struct Shape {
+  const char* model;
+  const char* matrix;
+  int rows;  // output columns (for swiglu: the intermediate size; the matrix has twice as many rows)
+  int k;
+  bool swiglu;
+};
+
+constexpr Shape kShapes[] = {
+    {"llama-3.2-1b", "qkv", 3072, 2048, false},      {"llama-3.2-1b", "o", 2048, 2048, false},
+    {"llama-3.2-1b", "gate_up", 8192, 2048, true},   {"llama-3.2-1b", "down", 2048, 8192, false},
+    {"llama-3.2-1b", "lm_head", 128256, 2048, false}, {"qwen3-0.6b", "qkv", 4096, 1024, false},
+    {"qwen3-0.6b", "o", 1024, 2048, false},          {"qwen3-0.6b", "gate_up", 3072, 1024, true},
+    {"qwen3-0.6b", "down", 1024, 3072, false},       {"llama-3.1-8b", "qkv", 6144, 4096, false},
+    {"llama-3.1-8b", "o", 4096, 4096, false},        {"llama-3.1-8b", "gate_up", 14336, 4096, true},
+    {"llama-3.1-8b", "down", 4096, 14336, false},
+};
+
+#define CHECK_CUDA(call)                                                                 \
+  do {                                                                                   \
+    const cudaError_t err_ = (call);                                                     \
+    if (err_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_));                 \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> ms;
+  for (int i = 1; i < argc; ++i) ms.push_back(std::atoi(argv[i]));
+  if (ms.empty()) ms.push_back(1);
+  for (int m : ms) {
+    if (!photon::cuda::gemv_supported(m, 8, 8)) {
+      std::fprintf(stderr, "M = %d is outside the GEMV kernel's range (1..8)\n", m);
+      return 1;
+    }
+  }
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  void* x = nullptr;
+  void* out = nullptr;
+  CHECK_CUDA(cudaMalloc(&x, size_t{8} * 16384 * 2));
+  CHECK_CUDA(cudaMalloc(&out, size_t{8} * 131072 * 4));
+  CHECK_CUDA(cudaMemset(x, 0x3c, size_t{8} * 16384 * 2));
+  for (int m : ms) {
+    for (const Shape& s : kShapes) {
+      const size_t bytes = size_t{2} * s.rows * (s.swiglu ? 2 : 1) * s.k;
+      const int copies = static_cast<int>((size_t{512} << 20) / bytes + 1);
+      std::vector<void*> weights(static_cast<size_t>(copies));
+      for (auto& w : weights) {
+        CHECK_CUDA(cudaMalloc(&w, bytes));
+        CHECK_CUDA(cudaMemset(w, 0x3c, bytes));
+      }
+      constexpr int kLaunches = 64;
+      auto enqueue = [&] {
+        for (int i = 0; i < kLaunches; ++i) {
+          const auto* w = static_cast<const uint16_t*>(weights[static_cast<size_t>(i % copies)]);
+          const auto* xs = static_cast<const uint16_t*>(x);
+          if (s.swiglu) {
+            photon::cuda::gemv_swiglu(xs, m, s.k, w, s.rows, s.k, static_cast<uint16_t*>(out), stream);
+          } else {
+            photon::cuda::gemv(xs, m, s.k, w, s.rows, s.k, out, false, stream);
+          }
+        }
+      };
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      enqueue();
+      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
+      cudaEvent_t start, stop;
+      CHECK_CUDA(cudaEventCreate(&start));
+      CHECK_CUDA(cudaEventCreate(&stop));
+      constexpr int kReplays = 5;
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms_total = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
+      const double us = 1e3 * ms_total / (kReplays * kLaunches);
+      std::printf(
+          "{\"model\": \"%s\", \"matrix\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, \"us\": %.2f, "
+          "\"gb_per_s\": %.1f}\n",
+          s.model, s.matrix, m, s.rows * (s.swiglu ? 2 : 1), s.k, us, static_cast<double>(bytes) / us / 1e3);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      for (void* w : weights) CHECK_CUDA(cudaFree(w));
+    }
+  }
+  return 0;
+}
