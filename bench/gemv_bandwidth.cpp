@@ -24,22 +24,22 @@ struct Shape {
 };
 
 constexpr Shape kShapes[] = {
-    {"llama-3.2-1b", "qkv", 3072, 2048, false},      {"llama-3.2-1b", "o", 2048, 2048, false},
-    {"llama-3.2-1b", "gate_up", 8192, 2048, true},   {"llama-3.2-1b", "down", 2048, 8192, false},
+    {"llama-3.2-1b", "qkv", 3072, 2048, false},       {"llama-3.2-1b", "o", 2048, 2048, false},
+    {"llama-3.2-1b", "gate_up", 8192, 2048, true},    {"llama-3.2-1b", "down", 2048, 8192, false},
     {"llama-3.2-1b", "lm_head", 128256, 2048, false}, {"qwen3-0.6b", "qkv", 4096, 1024, false},
-    {"qwen3-0.6b", "o", 1024, 2048, false},          {"qwen3-0.6b", "gate_up", 3072, 1024, true},
-    {"qwen3-0.6b", "down", 1024, 3072, false},       {"llama-3.1-8b", "qkv", 6144, 4096, false},
-    {"llama-3.1-8b", "o", 4096, 4096, false},        {"llama-3.1-8b", "gate_up", 14336, 4096, true},
+    {"qwen3-0.6b", "o", 1024, 2048, false},           {"qwen3-0.6b", "gate_up", 3072, 1024, true},
+    {"qwen3-0.6b", "down", 1024, 3072, false},        {"llama-3.1-8b", "qkv", 6144, 4096, false},
+    {"llama-3.1-8b", "o", 4096, 4096, false},         {"llama-3.1-8b", "gate_up", 14336, 4096, true},
     {"llama-3.1-8b", "down", 4096, 14336, false},
 };
 
-#define CHECK_CUDA(call)                                                                 \
-  do {                                                                                   \
-    const cudaError_t err_ = (call);                                                     \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_));                 \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define CHECK_CUDA(call)                                                 \
+  do {                                                                   \
+    const cudaError_t err_ = (call);                                     \
+    if (err_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 }  // namespace

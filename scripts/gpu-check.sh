@@ -85,7 +85,7 @@ fi
 if want parity; then
   t0=$(date +%s)
   tp_args=(); [ "$gpus" -ge 2 ] && tp_args=(--tp 2)
-  if timeout 240 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
+  if PYTHONUNBUFFERED=1 timeout 240 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
        --out "$out/parity.jsonl" "${tp_args[@]}" >"$out/parity.log" 2>&1; then
     note "parity vs transformers float32 ($(( $(date +%s) - t0 )) s), mean |delta logprob| over 512 positions:"
   else
@@ -112,6 +112,7 @@ if want profile; then
   # ncu serialises and instruments every launch (milliseconds each), so long runs are sampled: --launch-skip and
   # --launch-count pick a window of the run (a few steps of one phase).
   profile llama1b-b1 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 8
+  profile llama1b-256x2048-decode --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 2 --max-num-batched-tokens 65536
   profile llama1b-256x2048-prefill --model dummy:llama-3.2-1b --num-prompts 64 --input-len 2048 --output-len 1
 fi
 want bench || exit $status

@@ -170,7 +170,8 @@ TEST_CASE("CUDA q/k norm, RoPE and cache write of the fused projection match the
         return x;
       };
       Tensor tqkv = floats(qkv, {t, width}, act);
-      Tensor tqn = with_norm ? floats(qn, {hd}, DType::kF32) : Tensor(), tkn = with_norm ? floats(kn, {hd}, DType::kF32) : Tensor();
+      Tensor tqn = with_norm ? floats(qn, {hd}, DType::kF32) : Tensor(),
+             tkn = with_norm ? floats(kn, {hd}, DType::kF32) : Tensor();
       Tensor cos = Tensor::empty({t, hd / 2}, DType::kF32, be.allocator()).value();
       Tensor sin = Tensor::empty({t, hd / 2}, DType::kF32, be.allocator()).value();
       be.rope_cos_sin(ints(positions), floats(inv, {hd / 2}, DType::kF32), cos, sin);
@@ -197,56 +198,60 @@ TEST_CASE("CUDA q/k norm, RoPE and cache write of the fused projection match the
 TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(2);
-  const int rows = 5, dim = 200;
-  const auto x = random_vec(rows * dim, rng), r0 = random_vec(rows * dim, rng);
-  std::vector<float> w = random_vec(dim, rng);
-  for (auto& v : w) v = 1.0f + 0.1f * v;
-  Tensor gw = gpu_tensor(*b.gpu, w, {dim}, DType::kF32), cw = cpu_tensor(w, {dim});
+  // 200: the vector kernels (a multiple of 8); 203: the scalar ones.
+  for (const int dim : {203, 200}) {
+    const int rows = 5;
+    const auto x = random_vec(rows * dim, rng), r0 = random_vec(rows * dim, rng);
+    std::vector<float> w = random_vec(dim, rng);
+    for (auto& v : w) v = 1.0f + 0.1f * v;
+    Tensor gw = gpu_tensor(*b.gpu, w, {dim}, DType::kF32), cw = cpu_tensor(w, {dim});
 
-  Tensor cx = cpu_tensor(x, {rows, dim}), cout = cpu_tensor(x, {rows, dim});
-  b.cpu->rms_norm(cx, cw, 1e-6f, cout);
-  Tensor gx = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kBF16);
-  Tensor gout = Tensor::empty({rows, dim}, DType::kBF16, b.gpu->allocator()).value();
-  b.gpu->rms_norm(gx, gw, 1e-6f, gout);
-  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 1e-2, 1e-2) <= 1);
+    Tensor cx = cpu_tensor(x, {rows, dim}), cout = cpu_tensor(x, {rows, dim});
+    b.cpu->rms_norm(cx, cw, 1e-6f, cout);
+    Tensor gx = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kBF16);
+    Tensor gout = Tensor::empty({rows, dim}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->rms_norm(gx, gw, 1e-6f, gout);
+    CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 1e-2, 1e-2) <= 1);
 
-  // add_rms_norm: the GPU rounds the residual to bf16 as transformers does; compare against that.
-  std::vector<float> rounded(r0.size());
-  for (size_t i = 0; i < r0.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(r0[i] + x[i]));
-  Tensor cres = cpu_tensor(r0, {rows, dim});
-  b.cpu->add_rms_norm(cres, cx, cw, 1e-6f, cout);
-  Tensor gres = gpu_tensor(*b.gpu, r0, {rows, dim}, DType::kBF16);
-  b.gpu->add_rms_norm(gres, gx, gw, 1e-6f, gout);
-  CHECK(violation(read_back(*b.gpu, gres), rounded, 1e-6, 1e-6) <= 1);
-  CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 2e-2, 2e-2) <= 1);
+    // add_rms_norm: the GPU rounds the residual to bf16 as transformers does; compare against that.
+    std::vector<float> rounded(r0.size());
+    for (size_t i = 0; i < r0.size(); ++i) rounded[i] = bf16_to_f32(f32_to_bf16(r0[i] + x[i]));
+    Tensor cres = cpu_tensor(r0, {rows, dim});
+    b.cpu->add_rms_norm(cres, cx, cw, 1e-6f, cout);
+    Tensor gres = gpu_tensor(*b.gpu, r0, {rows, dim}, DType::kBF16);
+    b.gpu->add_rms_norm(gres, gx, gw, 1e-6f, gout);
+    CHECK(violation(read_back(*b.gpu, gres), rounded, 1e-6, 1e-6) <= 1);
+    CHECK(violation(read_back(*b.gpu, gout), {cout.data<float>(), cout.data<float>() + rows * dim}, 2e-2, 2e-2) <= 1);
+    if (dim != 200) continue;  // the embedding and copies below run once
 
-  const std::vector<int32_t> ids = {4, 0, 4, 2};
-  Tensor gids = gpu_ints(*b.gpu, ids);
-  Tensor gemb = Tensor::empty({4, dim}, DType::kBF16, b.gpu->allocator()).value();
-  b.gpu->embed(gids, gx, 0, gemb);
-  const auto emb = read_back(*b.gpu, gemb);
-  for (int t = 0; t < 4; ++t)
-    for (int i = 0; i < dim; ++i) REQUIRE(emb[t * dim + i] == x[ids[t] * dim + i]);
-  // A vocabulary slice holding ids [2, 4): ids 4 and 0 embed as zeros.
-  b.gpu->embed(gids, gx.slice_rows(0, 2), 2, gemb);
-  const auto part = read_back(*b.gpu, gemb);
-  for (int t = 0; t < 4; ++t)
-    for (int i = 0; i < dim; ++i) REQUIRE(part[t * dim + i] == (ids[t] == 2 ? x[0 * dim + i] : 0.0f));
-  // copy_columns places a [rows, 3] block at column 198 of a [rows, 200] tensor, clipping the third column.
-  Tensor gcols = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kF32);
-  Tensor gblock = gpu_tensor(*b.gpu, std::vector<float>(x.begin(), x.begin() + rows * 3), {rows, 3}, DType::kF32);
-  b.gpu->copy_columns(gblock, gcols, dim - 2);
-  const auto cols = read_back(*b.gpu, gcols);
-  for (int r = 0; r < rows; ++r) {
-    REQUIRE(cols[r * dim + dim - 3] == x[r * dim + dim - 3]);
-    REQUIRE(cols[r * dim + dim - 2] == x[r * 3]);
-    REQUIRE(cols[r * dim + dim - 1] == x[r * 3 + 1]);
+    const std::vector<int32_t> ids = {4, 0, 4, 2};
+    Tensor gids = gpu_ints(*b.gpu, ids);
+    Tensor gemb = Tensor::empty({4, dim}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->embed(gids, gx, 0, gemb);
+    const auto emb = read_back(*b.gpu, gemb);
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < dim; ++i) REQUIRE(emb[t * dim + i] == x[ids[t] * dim + i]);
+    // A vocabulary slice holding ids [2, 4): ids 4 and 0 embed as zeros.
+    b.gpu->embed(gids, gx.slice_rows(0, 2), 2, gemb);
+    const auto part = read_back(*b.gpu, gemb);
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < dim; ++i) REQUIRE(part[t * dim + i] == (ids[t] == 2 ? x[0 * dim + i] : 0.0f));
+    // copy_columns places a [rows, 3] block at column 198 of a [rows, 200] tensor, clipping the third column.
+    Tensor gcols = gpu_tensor(*b.gpu, x, {rows, dim}, DType::kF32);
+    Tensor gblock = gpu_tensor(*b.gpu, std::vector<float>(x.begin(), x.begin() + rows * 3), {rows, 3}, DType::kF32);
+    b.gpu->copy_columns(gblock, gcols, dim - 2);
+    const auto cols = read_back(*b.gpu, gcols);
+    for (int r = 0; r < rows; ++r) {
+      REQUIRE(cols[r * dim + dim - 3] == x[r * dim + dim - 3]);
+      REQUIRE(cols[r * dim + dim - 2] == x[r * 3]);
+      REQUIRE(cols[r * dim + dim - 1] == x[r * 3 + 1]);
+    }
+    Tensor ggath = Tensor::empty({2, dim}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->gather_rows(gx, gpu_ints(*b.gpu, std::vector<int32_t>{3, 1}), ggath);
+    const auto gath = read_back(*b.gpu, ggath);
+    for (int i = 0; i < dim; ++i) REQUIRE(gath[dim + i] == x[dim + i]);
+    REQUIRE(b.gpu->take_error().is_ok());
   }
-  Tensor ggath = Tensor::empty({2, dim}, DType::kBF16, b.gpu->allocator()).value();
-  b.gpu->gather_rows(gx, gpu_ints(*b.gpu, std::vector<int32_t>{3, 1}), ggath);
-  const auto gath = read_back(*b.gpu, ggath);
-  for (int i = 0; i < dim; ++i) REQUIRE(gath[dim + i] == x[dim + i]);
-  REQUIRE(b.gpu->take_error().is_ok());
 }
 
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
@@ -282,7 +287,8 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     std::vector<float> qkv;  // each token's row: its q heads, k heads, v heads
     for (int t = 0; t < total; ++t) {
       const auto row = [&](const std::vector<float>& src, int n) {
-        qkv.insert(qkv.end(), src.begin() + static_cast<ptrdiff_t>(t) * n, src.begin() + static_cast<ptrdiff_t>(t + 1) * n);
+        qkv.insert(qkv.end(), src.begin() + static_cast<ptrdiff_t>(t) * n,
+                   src.begin() + static_cast<ptrdiff_t>(t + 1) * n);
       };
       row(q, heads * hd);
       row(k, kv_heads * hd);
@@ -365,12 +371,19 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
 }
 
 TEST_CASE("attention split counts stay within the workspace, also for no decode tokens", "[cuda]") {
-  CHECK(cuda::attention_splits(0, 32, 4096) == 1);  // a step of prompt chunks only
-  CHECK(cuda::attention_splits(1, 32, 100) == 1);   // one tile: nothing to split
-  CHECK(cuda::attention_splits(1, 32, 4096) == 16);
-  CHECK(cuda::attention_splits(256, 32, 4096) == 1);
+  CHECK(cuda::attention_splits(0, 32, 8, 64, 4096) == 1);   // a step of prompt chunks only
+  CHECK(cuda::attention_splits(1, 32, 8, 64, 100) == 1);    // one tile: nothing to split
+  CHECK(cuda::attention_splits(1, 32, 8, 64, 4096) == 32);  // 8 blocks (one per KV head) x 32 splits
+  CHECK(cuda::attention_splits(1, 32, 32, 64, 4096) == 16);
+  CHECK(cuda::attention_splits(256, 32, 8, 64, 4096) == 1);
   for (int t : {1, 3, 7, 15}) {
-    for (int len : {1, 200, 5000, 100000}) CHECK(t * 32 * cuda::attention_splits(t, 32, len) < 1024);
+    for (int len : {1, 200, 5000, 100000}) {
+      for (int kv : {1, 4, 32}) {
+        const int splits = cuda::attention_splits(t, 32, kv, 128, len);
+        CHECK(splits >= 1);
+        CHECK(static_cast<size_t>(t) * 32 * splits * (128 + 2) <= cuda::attention_workspace_floats(128));
+      }
+    }
   }
 }
 

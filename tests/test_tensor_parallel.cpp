@@ -182,7 +182,9 @@ TEST_CASE("a rank's dummy weights are exactly its slice of the unsharded weights
   REQUIRE(p.qkv_proj.size(0) == 4 * hd);
   REQUIRE(p.o_proj.size(1) == 2 * hd);
   REQUIRE(p.down_proj.size(1) == 12);
-  const auto whole_qkv_row = [&](int64_t r) { return r < 2 * hd ? 2 * hd + r : (r < 3 * hd ? 5 * hd + (r - 2 * hd) : 7 * hd + (r - 3 * hd)); };
+  const auto whole_qkv_row = [&](int64_t r) {
+    return r < 2 * hd ? 2 * hd + r : (r < 3 * hd ? 5 * hd + (r - 2 * hd) : 7 * hd + (r - 3 * hd));
+  };
   for (int64_t r = 0; r < p.qkv_proj.size(0); ++r)
     for (int64_t col = 0; col < h; ++col) REQUIRE(at(p.qkv_proj, r, col) == at(w.qkv_proj, whole_qkv_row(r), col));
   // Fused gate/up: intermediate 24, rank 1 holds gate rows 12-23 and up rows 12-23.

@@ -101,7 +101,8 @@ class CpuBackend final : public Backend {
     }
     if (q_norm.defined()) {
       cpu::rms_norm(q, q_norm.data<float>(), t * (q_width / hd), hd, eps, q);
-      for (int64_t i = 0; i < t; ++i) cpu::rms_norm(k + i * ld, k_norm.data<float>(), layout.num_kv_heads, hd, eps, k + i * ld);
+      for (int64_t i = 0; i < t; ++i)
+        cpu::rms_norm(k + i * ld, k_norm.data<float>(), layout.num_kv_heads, hd, eps, k + i * ld);
     }
     cpu::rope(q, t, q_width / hd, hd, q_width, cos.data<float>(), sin.data<float>());
     cpu::rope(k, t, layout.num_kv_heads, hd, ld, cos.data<float>(), sin.data<float>());

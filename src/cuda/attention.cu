@@ -1,11 +1,12 @@
-// Causal GQA attention over the paged KV cache, for prompt chunks and decode tokens alike.
+// Causal GQA attention over the paged KV cache, for decode tokens and short chunks.
 //
-// Grid: (query token, query head, KV split). Each block walks its share of the token's visible keys in tiles of
-// kTile: threads score whole keys (q in shared memory, K rows as 16-byte vectors), an online softmax keeps the
-// running max and sum, then groups of threads own 8-dim slices of V (16-byte loads) and accumulate p * V for
-// different keys at once, reduced across groups at the end. With one split the block writes the bf16 output;
-// with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised output) and
-// a second kernel merges the splits. f32 throughout.
+// Grid: (query token, group of G query heads sharing one KV head, KV split). Each block reads its KV head's visible
+// keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3), in tiles of
+// kTile: threads score whole keys against the G queries (q in shared memory, K rows as 16-byte vectors), an online
+// softmax per head keeps the running max and sum, then groups of threads own 8-dim slices of V (16-byte loads) and
+// accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
+// bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
+// output) per head and a second kernel merges the splits. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
@@ -15,22 +16,53 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
+constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
+
+// Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
+int group_size(int heads, int kv_heads, int head_dim) {
+  const int ratio = heads / kv_heads;
+  if (head_dim != 64 && head_dim != 128) return 1;
+  for (int g : {8, 4, 2}) {
+    if (ratio % g == 0) return g;
+  }
+  return 1;
+}
+
+// Block-wide max (kMax) or sum of G values at once; every thread gets the results. Contains barriers.
+template <int G, bool kMax>
+__device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int g = 0; g < G; ++g) v[g] = kMax ? warp_max(v[g]) : warp_sum(v[g]);
+  __syncthreads();  // scratch is free (its previous readers are done)
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) scratch[warp][g] = v[g];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float r = scratch[0][g];
+    for (int w = 1; w < kThreads / 32; ++w) r = kMax ? fmaxf(r, scratch[w][g]) : r + scratch[w][g];
+    v[g] = r;
+  }
+}
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
-// dimension when known at compile time (fully unrolled loads), or 0.
-template <int kVec, int kHeadDim>
+// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
+template <int kVec, int kHeadDim, int G>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
                      float* part_out, float* part_ml) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
-  __shared__ float qs[kMaxHeadDim];
-  __shared__ float scores[kTile];
-  __shared__ float scratch[32];
-  __shared__ float partial[kThreads * (kVec == 8 ? 8 : 1)];
+  __shared__ float qs[G][kMaxHeadDim];
+  __shared__ float scores[G][kTile];
+  __shared__ float scratch[kThreads / 32][G];
+  __shared__ float partial[G][kThreads * (kVec == 8 ? 8 : 1)];
   __shared__ int seq_shared;
-  const int t = tokens[blockIdx.x], h = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
   if (tid == 0) {  // the sequence of this token: the last s with query_start[s] <= t
     int lo = 0, hi = num_seqs - 1;
     while (lo < hi) {
@@ -42,8 +74,8 @@ __global__ void __launch_bounds__(kThreads)
     }
     seq_shared = lo;
   }
-  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h) * hd;
-  for (int d = tid; d < hd; d += kThreads) qs[d] = bf2f(q[row + d]) * scale;
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
+  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
   __syncthreads();
   const int s = seq_shared;
   const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
@@ -51,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
   const int32_t* blocks = block_indices + block_indptr[s];
-  const int kvh = h / (heads / kv_heads);
+  const int kvh = h0 / (heads / kv_heads);
   const int64_t head_stride = static_cast<int64_t>(block_size) * hd;
   const int64_t block_stride = 2 * kv_heads * head_stride;
   const uint16_t* k_base = cache + kvh * head_stride;
@@ -61,91 +93,132 @@ __global__ void __launch_bounds__(kThreads)
   const int groups = kThreads / lanes;  // keys accumulated at once
   const int group = tid / lanes, lane = tid % lanes;
   const bool active = group < groups;
-  float acc[kVec];
+  float acc[G][kVec];
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
-  float running_max = -INFINITY, running_sum = 0.0f;
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
+  float running_max[G], running_sum[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) running_max[g] = -INFINITY, running_sum[g] = 0.0f;
 
   for (int start = key_begin; start < key_end; start += kTile) {
     const int n = min(kTile, key_end - start);
-    float tile_max = -INFINITY;
+    float tile_max[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
     for (int j = tid; j < n; j += kThreads) {
       const int key = start + j;
       const uint16_t* kp =
           k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
-      float dot = 0.0f;
-      if ((hd & 7) == 0) {
+      float dot[G];
 #pragma unroll
+      for (int g = 0; g < G; ++g) dot[g] = 0.0f;
+      if ((hd & 7) == 0) {
+        // Partly unrolled: fully unrolled, the compiler keeps all of q in registers across keys and spills.
+#pragma unroll 4
         for (int d = 0; d < (kHeadDim > 0 ? kHeadDim : kMaxHeadDim); d += 8) {
           if (kHeadDim == 0 && d >= hd) break;
           const uint4 raw = *reinterpret_cast<const uint4*>(kp + d);
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            dot +=
-                qs[d + 2 * e] * __uint_as_float(w[e] << 16) + qs[d + 2 * e + 1] * __uint_as_float(w[e] & 0xffff0000u);
+            const float lo = __uint_as_float(w[e] << 16), hi = __uint_as_float(w[e] & 0xffff0000u);
+#pragma unroll
+            for (int g = 0; g < G; ++g) dot[g] += qs[g][d + 2 * e] * lo + qs[g][d + 2 * e + 1] * hi;
           }
         }
       } else {
-        for (int d = 0; d < hd; ++d) dot += qs[d] * bf2f(kp[d]);
-      }
-      scores[j] = dot;
-      tile_max = fmaxf(tile_max, dot);
-    }
-    tile_max = block_max(tile_max, scratch);
-    const float new_max = fmaxf(running_max, tile_max);
-    const float alpha = __expf(running_max - new_max);  // 0 on the first tile
-    float tile_sum = 0.0f;
-    for (int j = tid; j < n; j += kThreads) {
-      const float p = __expf(scores[j] - new_max);
-      scores[j] = p;
-      tile_sum += p;
-    }
-    tile_sum = block_sum(tile_sum, scratch);  // its barriers also publish scores[]
-    running_sum = running_sum * alpha + tile_sum;
-    running_max = new_max;
+        for (int d = 0; d < hd; ++d) {
+          const float kv = bf2f(kp[d]);
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) acc[e] *= alpha;
+          for (int g = 0; g < G; ++g) dot[g] += qs[g][d] * kv;
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        scores[g][j] = dot[g];
+        tile_max[g] = fmaxf(tile_max[g], dot[g]);
+      }
+    }
+    block_reduce<G, true>(tile_max, scratch);
+    float alpha[G], tile_sum[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float new_max = fmaxf(running_max[g], tile_max[g]);
+      alpha[g] = __expf(running_max[g] - new_max);  // 0 on the first tile
+      running_max[g] = new_max;
+      tile_sum[g] = 0.0f;
+    }
+    for (int j = tid; j < n; j += kThreads) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float p = __expf(scores[g][j] - running_max[g]);
+        scores[g][j] = p;
+        tile_sum[g] += p;
+      }
+    }
+    block_reduce<G, false>(tile_sum, scratch);  // its barriers also publish scores[]
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      running_sum[g] = running_sum[g] * alpha[g] + tile_sum[g];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha[g];
+    }
     if (active) {
       for (int j = group; j < n; j += groups) {
         const int key = start + j;
         const uint16_t* vp = v_base + blocks[key / block_size] * block_stride +
                              static_cast<int64_t>(key % block_size) * hd + lane * kVec;
-        const float p = scores[j];
         if constexpr (kVec == 8) {
           const uint4 raw = *reinterpret_cast<const uint4*>(vp);
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[2 * e] += p * __uint_as_float(w[e] << 16);
-            acc[2 * e + 1] += p * __uint_as_float(w[e] & 0xffff0000u);
+          for (int g = 0; g < G; ++g) {
+            const float p = scores[g][j];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              acc[g][2 * e] += p * __uint_as_float(w[e] << 16);
+              acc[g][2 * e + 1] += p * __uint_as_float(w[e] & 0xffff0000u);
+            }
           }
         } else {
-          acc[0] += p * bf2f(vp[0]);
+          const float v = bf2f(vp[0]);
+#pragma unroll
+          for (int g = 0; g < G; ++g) acc[g][0] += scores[g][j] * v;
         }
       }
     }
     __syncthreads();  // scores[] is rewritten by the next tile
   }
-  // Reduce the groups: partial[group][dim].
+  // Reduce the groups: partial[head][group][dim]. The softmax state goes through shared memory so that the loops
+  // below index it by a run-time head.
+  __shared__ float final_max[G], final_sum[G];
+  if (tid == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) final_max[g] = running_max[g], final_sum[g] = running_sum[g];
+  }
   if (active) {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) partial[group * hd + lane * kVec + e] = acc[e];
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) partial[g][group * hd + lane * kVec + e] = acc[g][e];
   }
   __syncthreads();
-  for (int d = tid; d < hd; d += kThreads) {
+  for (int i = tid; i < G * hd; i += kThreads) {
+    const int g = i / hd, d = i % hd;
     float v = 0.0f;
-    for (int g = 0; g < groups; ++g) v += partial[g * hd + d];
+    for (int k = 0; k < groups; ++k) v += partial[g][k * hd + d];
     if (splits == 1) {
-      out[row + d] = f2bf(running_sum > 0.0f ? v / running_sum : 0.0f);
+      out[row + i] = f2bf(final_sum[g] > 0.0f ? v / final_sum[g] : 0.0f);
     } else {
-      part_out[((static_cast<int64_t>(blockIdx.x) * heads + h) * splits + split) * hd + d] = v;
+      part_out[((static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits + split) * hd + d] = v;
     }
   }
-  if (splits > 1 && tid == 0) {
-    float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h) * splits + split) * 2;
-    ml[0] = running_max;
-    ml[1] = running_sum;
+  if (splits > 1 && tid < G) {
+    float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h0 + tid) * splits + split) * 2;
+    ml[0] = final_max[tid];
+    ml[1] = final_sum[tid];
   }
 }
 
@@ -170,17 +243,19 @@ __global__ void merge_splits_kernel(const float* part_out, const float* part_ml,
 
 }  // namespace
 
-int attention_splits(int num_tokens, int heads, int max_seq_len) {
-  // Enough blocks to fill the GPU (about four per SM on 132 SMs), never splits shorter than one tile.
-  const int blocks = num_tokens * heads;
+int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int max_seq_len) {
+  // Enough blocks to fill the GPU (about four per SM on 132 SMs), never splits shorter than one tile, and no more
+  // partials than the workspace holds.
+  const int blocks = num_tokens * (heads / group_size(heads, kv_heads, head_dim));
   if (blocks == 0 || blocks >= 512) return 1;
   const int by_occupancy = (512 + blocks - 1) / blocks;
   const int by_length = (max_seq_len + kTile - 1) / kTile;
-  return max(1, min(min(by_occupancy, by_length), 64));
+  const int by_workspace = kMaxPartialRows / (num_tokens * heads);
+  return max(1, min(min(by_occupancy, by_length), min(64, by_workspace)));
 }
 
-size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int splits) {
-  return splits <= 1 ? 0 : static_cast<size_t>(num_tokens) * heads * splits * (head_dim + 2);
+size_t attention_workspace_floats(int max_head_dim) {
+  return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 2);
 }
 
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
@@ -188,22 +263,39 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
                      int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
                      float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads), static_cast<unsigned>(splits));
+  const int group = group_size(heads, kv_heads, head_dim);
+  const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads / group),
+                  static_cast<unsigned>(splits));
   float* part_out = workspace;
   float* part_ml = workspace + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD)                                                                              \
-  attention_kernel<VEC, HD><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices,   \
-                                                      tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, \
-                                                      splits, out, part_out, part_ml)
-  if (head_dim == 64) {
-    PHOTON_ATTENTION_LAUNCH(8, 64);
-  } else if (head_dim == 128) {
-    PHOTON_ATTENTION_LAUNCH(8, 128);
-  } else if (head_dim % 8 == 0) {
-    PHOTON_ATTENTION_LAUNCH(8, 0);
-  } else {
-    PHOTON_ATTENTION_LAUNCH(1, 0);
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                            \
+  attention_kernel<VEC, HD, G><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices, \
+                                                         tokens, num_seqs, heads, kv_heads, head_dim, block_size,      \
+                                                         scale, splits, out, part_out, part_ml)
+#define PHOTON_ATTENTION_GROUPS(HD)      \
+  switch (group) {                       \
+    case 8:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 8); \
+      break;                             \
+    case 4:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 4); \
+      break;                             \
+    case 2:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 2); \
+      break;                             \
+    default:                             \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 1); \
   }
+  if (head_dim == 64) {
+    PHOTON_ATTENTION_GROUPS(64);
+  } else if (head_dim == 128) {
+    PHOTON_ATTENTION_GROUPS(128);
+  } else if (head_dim % 8 == 0) {
+    PHOTON_ATTENTION_LAUNCH(8, 0, 1);
+  } else {
+    PHOTON_ATTENTION_LAUNCH(1, 0, 1);
+  }
+#undef PHOTON_ATTENTION_GROUPS
 #undef PHOTON_ATTENTION_LAUNCH
   if (splits > 1) {
     merge_splits_kernel<<<dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s>>>(

@@ -20,8 +20,8 @@ namespace {
 static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
-// Split-KV partials: attention_splits keeps (tokens x heads x splits) under 1024 blocks, each head_dim + 2 floats.
-constexpr size_t kAttentionWorkspaceBytes = size_t{1024} * (256 + 2) * sizeof(float);
+// Split-KV partials for head dimensions up to 256.
+const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * sizeof(float);
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
@@ -147,14 +147,15 @@ class CudaBackend final : public Backend {
                             Tensor& q_out) override {
     const int hd = to_int(layout.head_dim);
     if (!cuda::qkv_rope_supported(hd)) {
-      record(Status(StatusCode::kUnsupported, fmt::format("the CUDA RoPE kernel needs an even head_dim <= 256, not {}", hd)));
+      record(Status(StatusCode::kUnsupported,
+                    fmt::format("the CUDA RoPE kernel needs an even head_dim <= 256, not {}", hd)));
       return;
     }
     cuda::qkv_rope_cache_write(bf16(qkv), qkv.stride(0), q_norm.defined() ? q_norm.data<float>() : nullptr,
                                k_norm.defined() ? k_norm.data<float>() : nullptr, eps, cos.data<float>(),
-                               sin.data<float>(), slots.data<int32_t>(), to_int(qkv.size(0)), to_int(q_out.size(1)) / hd,
-                               to_int(layout.num_kv_heads), hd, bf16_mut(kv_cache), to_int(layout.block_size),
-                               bf16_mut(q_out), stream_);
+                               sin.data<float>(), slots.data<int32_t>(), to_int(qkv.size(0)),
+                               to_int(q_out.size(1)) / hd, to_int(layout.num_kv_heads), hd, bf16_mut(kv_cache),
+                               to_int(layout.block_size), bf16_mut(q_out), stream_);
   }
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
                  float scale, Tensor& out) override {
@@ -175,7 +176,8 @@ class CudaBackend final : public Backend {
     // Decode tokens and short chunks: few tokens over long contexts split their keys across blocks
     // (flash-decoding); the split count depends only on the batch's shape, so a captured graph always sees the
     // same one.
-    const int splits = cuda::attention_splits(b.num_decode_tokens, heads, b.max_seq_len);
+    const int splits =
+        cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
     cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
                           b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
                           b.decode_tokens.data<int32_t>(), b.num_decode_tokens, b.num_seqs, heads,

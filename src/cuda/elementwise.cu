@@ -1,4 +1,6 @@
 // Embedding lookup, RMSNorm (plain and fused with the residual add), SwiGLU and row gathers.
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
@@ -18,6 +20,68 @@ __global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int rows
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = row[i];
 }
 
+// Rows whose length is a multiple of 8 (every model's hidden size) take the vector kernel: each thread keeps up to
+// kMaxVecs 16-byte vectors of its row in registers, issues the loads of x, the residual and the weight together, and
+// writes once. Other lengths take the scalar kernels.
+constexpr int kNormThreads = 256;
+constexpr int kMaxVecs = 4;  // rows up to 256 * 8 * 4 = 8192
+
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = __uint_as_float(w[e] << 16);
+    f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    w[e] = static_cast<uint32_t>(f2bf(f[2 * e])) | (static_cast<uint32_t>(f2bf(f[2 * e + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// kAdd: residual = bf16(residual + x) first (as transformers adds in bf16), then the norm of the residual.
+template <bool kAdd>
+__global__ void __launch_bounds__(kNormThreads)
+    rms_norm_vec_kernel(uint16_t* residual, const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
+  __shared__ float scratch[32];
+  const int vecs = dim / 8;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
+  float v[kMaxVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i >= vecs) break;
+    unpack8(reinterpret_cast<const uint4*>(x + base)[i], v[j]);
+    if constexpr (kAdd) {
+      float r[8];
+      unpack8(reinterpret_cast<const uint4*>(residual + base)[i], r);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[j][e] = bf2f(f2bf(r[e] + v[j][e]));
+      reinterpret_cast<uint4*>(residual + base)[i] = pack8(v[j]);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[j][e] * v[j][e];
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i >= vecs) break;
+    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
+    const float ws[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = ws[e] * (v[j][e] * inv);
+    reinterpret_cast<uint4*>(out + base)[i] = pack8(o);
+  }
+}
+
+bool vector_norm(int dim) { return dim % 8 == 0 && dim <= kNormThreads * 8 * kMaxVecs; }
+
 __global__ void rms_norm_kernel(const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
@@ -30,7 +94,6 @@ __global__ void rms_norm_kernel(const uint16_t* x, const float* w, int dim, floa
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[base + i] = f2bf(w[i] * (bf2f(x[base + i]) * inv));
 }
 
-// residual = bf16(residual + x) (as transformers adds in bf16), then out = rms_norm(residual).
 __global__ void add_rms_norm_kernel(uint16_t* residual, const uint16_t* x, const float* w, int dim, float eps,
                                     uint16_t* out) {
   __shared__ float scratch[32];
@@ -46,14 +109,26 @@ __global__ void add_rms_norm_kernel(uint16_t* residual, const uint16_t* x, const
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[base + i] = f2bf(w[i] * (bf2f(residual[base + i]) * inv));
 }
 
-// out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j].
+// out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j], eight columns per thread (inter % 8 == 0) or one.
+template <int kVec>
 __global__ void swiglu_kernel(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out) {
-  const int64_t n = rows * inter;
+  const int cols = inter / kVec;
+  const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / inter, j = i % inter;
-    const float g = bf2f(gate_up[r * 2 * inter + j]);
-    out[i] = f2bf(g / (1.0f + __expf(-g)) * bf2f(gate_up[r * 2 * inter + inter + j]));
+    const int64_t r = i / cols, c = (i % cols) * kVec;
+    const uint16_t* g = gate_up + r * 2 * inter + c;
+    if constexpr (kVec == 8) {
+      float gv[8], uv[8], o[8];
+      unpack8(*reinterpret_cast<const uint4*>(g), gv);
+      unpack8(*reinterpret_cast<const uint4*>(g + inter), uv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = gv[e] / (1.0f + __expf(-gv[e])) * uv[e];
+      *reinterpret_cast<uint4*>(out + r * inter + c) = pack8(o);
+    } else {
+      const float gv = bf2f(g[0]);
+      out[r * inter + c] = f2bf(gv / (1.0f + __expf(-gv)) * bf2f(g[inter]));
+    }
   }
 }
 
@@ -72,19 +147,34 @@ void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, 
 }
 
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s) {
-  if (rows > 0) rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(x, w, dim, eps, out);
+  if (rows <= 0) return;
+  if (vector_norm(dim)) {
+    rms_norm_vec_kernel<false><<<rows, kNormThreads, 0, s>>>(nullptr, x, w, dim, eps, out);
+  } else {
+    rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(x, w, dim, eps, out);
+  }
 }
 
 void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out,
                   cudaStream_t s) {
-  if (rows > 0) add_rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(residual, x, w, dim, eps, out);
+  if (rows <= 0) return;
+  if (vector_norm(dim)) {
+    rms_norm_vec_kernel<true><<<rows, kNormThreads, 0, s>>>(residual, x, w, dim, eps, out);
+  } else {
+    add_rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(residual, x, w, dim, eps, out);
+  }
 }
 
 void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cudaStream_t s) {
-  const int64_t n = rows * inter;
+  const int vec = inter % 8 == 0 ? 8 : 1;
+  const int64_t n = rows * inter / vec;
   if (n <= 0) return;
-  const int64_t blocks = (n + 255) / 256;
-  swiglu_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), 256, 0, s>>>(gate_up, rows, inter, out);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535));
+  if (vec == 8) {
+    swiglu_kernel<8><<<blocks, 256, 0, s>>>(gate_up, rows, inter, out);
+  } else {
+    swiglu_kernel<1><<<blocks, 256, 0, s>>>(gate_up, rows, inter, out);
+  }
 }
 
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s) {

@@ -29,9 +29,9 @@ void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, 
                           int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out,
                           cudaStream_t s);
 /// How many KV splits attention uses for this shape (1: none); a pure function of its arguments.
-int attention_splits(int num_tokens, int heads, int max_seq_len);
-/// f32 workspace the split path needs (0 for one split).
-size_t attention_workspace_floats(int num_tokens, int heads, int head_dim, int splits);
+int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int max_seq_len);
+/// f32 workspace the split path needs for head dimensions up to max_head_dim (any split count it picks).
+size_t attention_workspace_floats(int max_head_dim);
 /// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
 /// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1.
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,

@@ -1,11 +1,13 @@
 // Causal attention for prompt chunks on tensor cores, FlashAttention-2 style.
 //
-// A block owns 64 consecutive query tokens of one sequence and one head (4 warps, 16 query rows each). It walks
-// the keys its queries can see in tiles of 64: the K and V tiles are gathered from the paged cache into shared
-// memory once and serve all 64 queries (instead of every query re-reading its context), S = Q K^T and O += P V run
-// as bf16 WMMA (16x16x16) with f32 accumulation, and an online softmax per row rescales O between tiles. Only
-// tiles at or below the causal diagonal are visited.
-#include <mma.h>
+// A block owns 64 consecutive query tokens of one sequence and one head; each of its 4 warps owns 16 query rows and
+// keeps them in registers for the whole kernel: Q as mma A-fragments, the running output O and the softmax state
+// as accumulators. The block walks the keys its queries can see in tiles of 64, gathering K and V from the paged
+// cache into shared memory with asynchronous copies, one tile ahead of the math (double buffering). Per tile a warp
+// computes S = Q K^T with mma.sync m16n8k16 (bf16 in, f32 accumulate), masks the causal diagonal, updates the
+// online softmax in registers, and feeds P (rounded to bf16, straight from the S accumulators) into O += P V.
+// Only tiles at or below the diagonal are visited, and the longest query tiles are scheduled first.
+#include <cuda_bf16.h>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
@@ -13,155 +15,212 @@
 namespace photon::cuda {
 namespace {
 
-using namespace nvcuda;
-
 constexpr int kBlockQ = 64;
 constexpr int kBlockK = 64;
 constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
 
 template <int HD>
-struct Smem {
-  __nv_bfloat16 q[kBlockQ][HD];
-  __nv_bfloat16 k[kBlockK][HD];
-  __nv_bfloat16 v[kBlockK][HD];
-  float s[kBlockQ][kBlockK];
-  __nv_bfloat16 p[kBlockQ][kBlockK];
-  float o[kBlockQ][HD];
-  float row_max[kBlockQ];
-  float row_sum[kBlockQ];
-};
+constexpr int kStride = HD + 8;  // shared-memory row pitch in elements: 16 bytes of padding spread ldmatrix banks
 
 template <int HD>
-__global__ void __launch_bounds__(kWarps * 32)
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(kBlockQ + 4 * kBlockK) * kStride<HD> * sizeof(uint16_t);  // Q, 2 x (K, V)
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+// c += a (16x16, row) * b (16x8, col), bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads)
     prefill_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq,
-                   int heads, int kv_heads, int block_size, float scale, uint16_t* out) {
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  Smem<HD>& sm = *reinterpret_cast<Smem<HD>*>(smem_raw);
-  const int seq = seqs[blockIdx.x / tiles_per_seq], tile = blockIdx.x % tiles_per_seq, h = blockIdx.y;
+                   int heads, int kv_heads, int block_size, float scale_log2, uint16_t* out) {
+  constexpr int S = kStride<HD>;
+  constexpr int kVecs = HD / 8;  // 16-byte vectors per row
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* sq = smem;                  // [kBlockQ][S]
+  uint16_t* sk = sq + kBlockQ * S;      // [2][kBlockK][S]
+  uint16_t* sv = sk + 2 * kBlockK * S;  // [2][kBlockK][S]
+
+  const int seq = seqs[blockIdx.x / tiles_per_seq];
+  const int tile = tiles_per_seq - 1 - static_cast<int>(blockIdx.x % tiles_per_seq);  // longest tiles first
+  const int h = blockIdx.y;
   const int q_len = query_start[seq + 1] - query_start[seq];
   const int q_begin = tile * kBlockQ;
   if (q_begin >= q_len) return;
   const int rows = min(kBlockQ, q_len - q_begin);
   const int first_pos = seq_lens[seq] - q_len + q_begin;  // position of query row 0
-  const int last_pos = first_pos + rows - 1;
+  const int num_keys = first_pos + rows;                  // keys 0 .. last row's position
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
   const int kvh = h / (heads / kv_heads);
-  const int32_t* blocks = block_indices + block_indptr[seq];
+  const int32_t* pages = block_indices + block_indptr[seq];
   const int64_t head_stride = static_cast<int64_t>(block_size) * HD;
-  const int64_t block_stride = 2 * kv_heads * head_stride;
-  constexpr int kVecs = HD / 8;  // 16-byte vectors per row
+  const int64_t page_stride = 2 * kv_heads * head_stride;
+  const int64_t token0 = query_start[seq] + q_begin;
 
-  // Q tile (rows past the chunk are zero), O = 0, running max / sum.
-  for (int i = tid; i < kBlockQ * kVecs; i += kWarps * 32) {
+  // Q tile (rows past the chunk read as zeros).
+  for (int i = tid; i < kBlockQ * kVecs; i += kThreads) {
     const int r = i / kVecs, c = i % kVecs;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (r < rows) {
-      const int64_t token = query_start[seq] + q_begin + r;
-      val = *reinterpret_cast<const uint4*>(q + (token * heads + h) * HD + c * 8);
-    }
-    *reinterpret_cast<uint4*>(&sm.q[r][c * 8]) = val;
+    const bool valid = r < rows;
+    cp_async16(sq + r * S + c * 8, q + ((token0 + (valid ? r : 0)) * heads + h) * HD + c * 8, valid);
   }
-  for (int i = tid; i < kBlockQ * HD; i += kWarps * 32) sm.o[i / HD][i % HD] = 0.0f;
-  for (int i = tid; i < kBlockQ; i += kWarps * 32) {
-    sm.row_max[i] = -INFINITY;
-    sm.row_sum[i] = 0.0f;
-  }
-
-  const int num_keys = last_pos + 1;
-  for (int k0 = 0; k0 < num_keys; k0 += kBlockK) {
-    __syncthreads();  // the previous tile's K/V/P are no longer read
-    for (int i = tid; i < kBlockK * kVecs; i += kWarps * 32) {
+  const auto load_kv = [&](int stage, int k0) {
+    uint16_t* dk = sk + stage * kBlockK * S;
+    uint16_t* dv = sv + stage * kBlockK * S;
+    for (int i = tid; i < kBlockK * kVecs; i += kThreads) {
       const int r = i / kVecs, c = i % kVecs, key = k0 + r;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (key < num_keys) {
-        const uint16_t* base = cache + blocks[key / block_size] * block_stride + kvh * head_stride +
-                               static_cast<int64_t>(key % block_size) * HD + c * 8;
-        kv = *reinterpret_cast<const uint4*>(base);
-        vv = *reinterpret_cast<const uint4*>(base + kv_heads * head_stride);
-      }
-      *reinterpret_cast<uint4*>(&sm.k[r][c * 8]) = kv;
-      *reinterpret_cast<uint4*>(&sm.v[r][c * 8]) = vv;
+      const bool valid = key < num_keys;
+      const int kk = valid ? key : 0;
+      const uint16_t* src = cache + pages[kk / block_size] * page_stride + kvh * head_stride +
+                            static_cast<int64_t>(kk % block_size) * HD + c * 8;
+      cp_async16(dk + r * S + c * 8, src, valid);
+      cp_async16(dv + r * S + c * 8, src + kv_heads * head_stride, valid);
     }
-    __syncthreads();
+  };
+  const int key_tiles = (num_keys + kBlockK - 1) / kBlockK;
+  load_kv(0, 0);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows.
-    const int r0 = warp * 16;
-    {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kBlockK / 16];
+  const int r0 = warp * 16;
+  uint32_t qf[HD / 16][4];
 #pragma unroll
-      for (int n = 0; n < kBlockK / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+  for (int kk = 0; kk < HD / 16; ++kk) ldmatrix_x4(qf[kk], sq + (r0 + (lane & 15)) * S + kk * 16 + (lane >> 4) * 8);
+
+  float o[HD / 8][4];
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::load_matrix_sync(a, &sm.q[r0][kk * 16], HD);
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  const int pos[2] = {first_pos + r0 + g, first_pos + r0 + g + 8};
+
+  for (int j = 0; j < key_tiles; ++j) {
+    const int stage = j & 1, k0 = j * kBlockK;
+    if (j + 1 < key_tiles) load_kv(stage ^ 1, k0 + kBlockK);
+    cp_async_commit();
+    cp_async_wait<1>();  // tile j has landed (tile j + 1 may still be in flight)
+    __syncthreads();
+    const uint16_t* tk = sk + stage * kBlockK * S;
+    const uint16_t* tv = sv + stage * kBlockK * S;
+
+    // S = Q K^T: 16 rows x 64 keys per warp, as 8 accumulator tiles of 16 x 8.
+    float s[kBlockK / 8][4];
 #pragma unroll
-        for (int n = 0; n < kBlockK / 16; ++n) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-          wmma::load_matrix_sync(b, &sm.k[n * 16][kk * 16], HD);
-          wmma::mma_sync(acc[n], a, b, acc[n]);
+    for (int n = 0; n < kBlockK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kBlockK / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tk + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * S + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(s[2 * np], qf[kk], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // Causal mask (only tiles reaching past a row's position need it) and the online softmax, in log2 units.
+    const bool needs_mask = k0 + kBlockK - 1 > first_pos + r0;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kBlockK / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = s[n][2 * rr + e];
+          const int key = k0 + n * 8 + 2 * t4 + e;
+          v = (!needs_mask || key <= pos[rr]) ? v * scale_log2 : -INFINITY;
+          mx = fmaxf(mx, v);
         }
       }
-#pragma unroll
-      for (int n = 0; n < kBlockK / 16; ++n) {
-        wmma::store_matrix_sync(&sm.s[r0][n * 16], acc[n], kBlockK, wmma::mem_row_major);
-      }
-    }
-    __syncwarp();
-
-    // Online softmax on the warp's rows: two lanes per row, 32 columns each.
-    {
-      const int r = r0 + lane / 2, half = lane % 2;
-      const int pos = first_pos + r;
-      float mx = -INFINITY;
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
-        const bool visible = r < rows && k0 + c <= pos;
-        const float sv = visible ? sm.s[r][c] * scale : -INFINITY;
-        sm.s[r][c] = sv;
-        mx = fmaxf(mx, sv);
-      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float old_max = sm.row_max[r];
-      const float new_max = fmaxf(old_max, mx);
-      // Rows with nothing visible yet keep a zero contribution (their max stays -inf).
-      const float alpha = new_max == -INFINITY ? 1.0f : __expf(old_max - new_max);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float new_max = fmaxf(row_max[rr], mx);
+      const bool none = new_max == -INFINITY;  // nothing visible to this row yet
+      const float alpha = none ? 1.0f : exp2f(row_max[rr] - new_max);
+      row_max[rr] = new_max;
       float sum = 0.0f;
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
-        const float p = new_max == -INFINITY ? 0.0f : __expf(sm.s[r][c] - new_max);
-        sm.p[r][c] = __float2bfloat16_rn(p);
-        sum += p;
+#pragma unroll
+      for (int n = 0; n < kBlockK / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = s[n][2 * rr + e];
+          v = none ? 0.0f : exp2f(v - new_max);
+          sum += v;
+        }
       }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      for (int d = half; d < HD; d += 2) sm.o[r][d] *= alpha;
-      __syncwarp();
-      if (half == 0) {
-        sm.row_max[r] = new_max;
-        sm.row_sum[r] = sm.row_sum[r] * alpha + sum;
+      row_sum[rr] = row_sum[rr] * alpha + sum;  // this thread's columns; the quad is summed at the end
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) {
+        o[n][2 * rr] *= alpha;
+        o[n][2 * rr + 1] *= alpha;
       }
     }
-    __syncwarp();
 
-    // O += P V for the warp's rows.
+    // O += P V: P's accumulator layout is the A-fragment layout of the next product.
 #pragma unroll
-    for (int n = 0; n < HD / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> o;
-      wmma::load_matrix_sync(o, &sm.o[r0][n * 16], HD, wmma::mem_row_major);
+    for (int kk = 0; kk < kBlockK / 16; ++kk) {
+      const uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-        wmma::load_matrix_sync(a, &sm.p[r0][kk * 16], kBlockK);
-        wmma::load_matrix_sync(b, &sm.v[kk * 16][n * 16], HD);
-        wmma::mma_sync(o, a, b, o);
+      for (int np = 0; np < HD / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S + np * 16 + (lane >> 4) * 8);
+        mma_bf16(o[2 * np], a, b[0], b[1]);
+        mma_bf16(o[2 * np + 1], a, b[2], b[3]);
       }
-      wmma::store_matrix_sync(&sm.o[r0][n * 16], o, HD, wmma::mem_row_major);
     }
+    __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
-  __syncthreads();
-  for (int i = tid; i < rows * HD; i += kWarps * 32) {
-    const int r = i / HD, d = i % HD;
-    const int64_t token = query_start[seq] + q_begin + r;
-    out[(token * heads + h) * HD + d] = f2bf(sm.o[r][d] / sm.row_sum[r]);
+
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float sum = row_sum[rr];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = r0 + g + 8 * rr;
+    if (r >= rows) continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    uint16_t* dst = out + ((token0 + r) * heads + h) * HD + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack_bf16(o[n][2 * rr] * inv, o[n][2 * rr + 1] * inv);
+    }
   }
 }
 
@@ -169,17 +228,15 @@ template <int HD>
 void launch(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
             const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
             int max_query_len, int heads, int kv_heads, int block_size, float scale, uint16_t* out, cudaStream_t s) {
-  static bool configured = false;  // the attribute is per kernel and process-wide
-  if (!configured) {
-    cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(sizeof(Smem<HD>)));
-    configured = true;
-  }
+  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
+  cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(smem_bytes<HD>()));
   const int tiles = (max_query_len + kBlockQ - 1) / kBlockQ;
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
-  prefill_kernel<HD><<<grid, kWarps * 32, sizeof(Smem<HD>), s>>>(q, cache, query_start, seq_lens, block_indptr,
-                                                                 block_indices, seqs, tiles, heads, kv_heads,
-                                                                 block_size, scale, out);
+  constexpr float kLog2e = 1.4426950408889634f;
+  prefill_kernel<HD><<<grid, kThreads, smem_bytes<HD>(), s>>>(q, cache, query_start, seq_lens, block_indptr,
+                                                              block_indices, seqs, tiles, heads, kv_heads, block_size,
+                                                              scale * kLog2e, out);
 }
 
 }  // namespace

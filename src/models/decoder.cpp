@@ -347,8 +347,8 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
       backend_.add_rms_norm(residual, proj, w.input_norm, eps, hidden);  // proj holds the previous MLP output
     }
     backend_.linear(hidden, w.qkv_proj, qkv);
-    backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout,
-                                  kv.layer(li), q);
+    backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
+                                  q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
     if (comm_) comm_->all_reduce_sum(proj);  // row-parallel: each rank holds a partial sum over its heads

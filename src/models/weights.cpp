@@ -20,7 +20,7 @@ struct Spec {
   std::string name;
   std::vector<int64_t> shape;  // the whole tensor, as the checkpoint holds it
   Tensor* slot;
-  bool is_norm;        // kept in f32 whatever the checkpoint holds
+  bool is_norm;  // kept in f32 whatever the checkpoint holds
   // Part of a fused tensor (qkv_proj, gate_up_proj): the slot has slot_rows rows and this tensor fills
   // [slot_row_offset, slot_row_offset + local rows). slot_rows == 0: the slot is this tensor alone.
   int64_t slot_rows = 0;
@@ -247,7 +247,8 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
                                                           dtype_name(host.dtype())));
     }
     PHOTON_ASSIGN_OR_RETURN(const Tensor part, slice_host(host, s));
-    PHOTON_RETURN_IF_ERROR(place(part, s, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend, w.bytes));
+    PHOTON_RETURN_IF_ERROR(
+        place(part, s, s.is_norm ? DType::kF32 : backend.weight_dtype(host.dtype()), backend, w.bytes));
     done += e->end - e->begin;
     if (progress) progress(done, total);
   }
