@@ -61,7 +61,7 @@ if want tp; then
 fi
 if want test; then
   t0=$(date +%s)
-  if ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
+  if timeout 300 ctest --test-dir "$build" --output-on-failure --parallel 4 >"$out/ctest.log" 2>&1; then
     note "ctest: $(grep -m1 'tests passed' "$out/ctest.log") ($(( $(date +%s) - t0 )) s)"
   else
     status=1; note "ctest FAILED:"; grep -E "Failed|FAILED|\*\*\*" "$out/ctest.log" | head -20 | tee -a "$summary"

@@ -9,6 +9,7 @@
 // output) per head and a second kernel merges the splits. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kThreads)
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
                      float* part_out, float* part_ml) {
+  pdl_begin();
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -166,7 +168,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha[g];
     }
     if (active) {
-      for (int j = group; j < n; j += groups) {
+#pragma unroll 4
+      for (int j = group; j < n; j += groups) {  // unrolled: several V rows in flight per thread
         const int key = start + j;
         const uint16_t* vp = v_base + blocks[key / block_size] * block_stride +
                              static_cast<int64_t>(key % block_size) * hd + lane * kVec;
@@ -225,6 +228,7 @@ __global__ void __launch_bounds__(kThreads)
 // Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
 __global__ void merge_splits_kernel(const float* part_out, const float* part_ml, const int32_t* tokens, int heads,
                                     int hd, int splits, uint16_t* out) {
+  pdl_begin();
   const int t = tokens[blockIdx.x], h = blockIdx.y;
   const int64_t base = (static_cast<int64_t>(blockIdx.x) * heads + h) * splits;
   float m = -INFINITY;
@@ -268,10 +272,10 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
                   static_cast<unsigned>(splits));
   float* part_out = workspace;
   float* part_ml = workspace + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                            \
-  attention_kernel<VEC, HD, G><<<grid, kThreads, 0, s>>>(q, cache, query_start, seq_lens, block_indptr, block_indices, \
-                                                         tokens, num_seqs, heads, kv_heads, head_dim, block_size,      \
-                                                         scale, splits, out, part_out, part_ml)
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                    \
+  launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,    \
+         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out, \
+         part_ml)
 #define PHOTON_ATTENTION_GROUPS(HD)      \
   switch (group) {                       \
     case 8:                              \
@@ -298,8 +302,8 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
 #undef PHOTON_ATTENTION_GROUPS
 #undef PHOTON_ATTENTION_LAUNCH
   if (splits > 1) {
-    merge_splits_kernel<<<dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s>>>(
-        part_out, part_ml, tokens, heads, head_dim, splits, out);
+    launch(merge_splits_kernel, dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s,
+           part_out, part_ml, tokens, heads, head_dim, splits, out);
   }
 }
 

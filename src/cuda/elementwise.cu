@@ -3,12 +3,14 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace photon::cuda {
 namespace {
 
 __global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int rows, int hidden, int first_id,
                              uint16_t* out) {
+  pdl_begin();
   const int t = blockIdx.x;
   const int r = ids[t] - first_id;
   uint16_t* dst = out + static_cast<int64_t>(t) * hidden;
@@ -46,6 +48,7 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
 template <bool kAdd>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_vec_kernel(uint16_t* residual, const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int vecs = dim / 8;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
@@ -83,6 +86,7 @@ __global__ void __launch_bounds__(kNormThreads)
 bool vector_norm(int dim) { return dim % 8 == 0 && dim <= kNormThreads * 8 * kMaxVecs; }
 
 __global__ void rms_norm_kernel(const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
@@ -96,6 +100,7 @@ __global__ void rms_norm_kernel(const uint16_t* x, const float* w, int dim, floa
 
 __global__ void add_rms_norm_kernel(uint16_t* residual, const uint16_t* x, const float* w, int dim, float eps,
                                     uint16_t* out) {
+  pdl_begin();
   __shared__ float scratch[32];
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;
@@ -112,6 +117,7 @@ __global__ void add_rms_norm_kernel(uint16_t* residual, const uint16_t* x, const
 // out[r, j] = silu(gate_up[r, j]) * gate_up[r, inter + j], eight columns per thread (inter % 8 == 0) or one.
 template <int kVec>
 __global__ void swiglu_kernel(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out) {
+  pdl_begin();
   const int cols = inter / kVec;
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -133,6 +139,7 @@ __global__ void swiglu_kernel(const uint16_t* gate_up, int64_t rows, int inter, 
 }
 
 __global__ void gather_rows_kernel(const uint16_t* x, const int32_t* indices, int dim, uint16_t* out) {
+  pdl_begin();
   const uint16_t* src = x + static_cast<int64_t>(indices[blockIdx.x]) * dim;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[static_cast<int64_t>(blockIdx.x) * dim + i] = src[i];
 }
@@ -143,15 +150,16 @@ int threads_for(int dim) { return dim >= 1024 ? 256 : (dim >= 256 ? 128 : 64); }
 
 void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, int hidden, int first_id, uint16_t* out,
            cudaStream_t s) {
-  if (num_tokens > 0) embed_kernel<<<num_tokens, threads_for(hidden), 0, s>>>(ids, table, rows, hidden, first_id, out);
+  if (num_tokens > 0)
+    launch(embed_kernel, num_tokens, threads_for(hidden), 0, s, ids, table, rows, hidden, first_id, out);
 }
 
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s) {
   if (rows <= 0) return;
   if (vector_norm(dim)) {
-    rms_norm_vec_kernel<false><<<rows, kNormThreads, 0, s>>>(nullptr, x, w, dim, eps, out);
+    launch(rms_norm_vec_kernel<false>, rows, kNormThreads, 0, s, nullptr, x, w, dim, eps, out);
   } else {
-    rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(x, w, dim, eps, out);
+    launch(rms_norm_kernel, rows, threads_for(dim), 0, s, x, w, dim, eps, out);
   }
 }
 
@@ -159,9 +167,9 @@ void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int row
                   cudaStream_t s) {
   if (rows <= 0) return;
   if (vector_norm(dim)) {
-    rms_norm_vec_kernel<true><<<rows, kNormThreads, 0, s>>>(residual, x, w, dim, eps, out);
+    launch(rms_norm_vec_kernel<true>, rows, kNormThreads, 0, s, residual, x, w, dim, eps, out);
   } else {
-    add_rms_norm_kernel<<<rows, threads_for(dim), 0, s>>>(residual, x, w, dim, eps, out);
+    launch(add_rms_norm_kernel, rows, threads_for(dim), 0, s, residual, x, w, dim, eps, out);
   }
 }
 
@@ -171,14 +179,14 @@ void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cud
   if (n <= 0) return;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535));
   if (vec == 8) {
-    swiglu_kernel<8><<<blocks, 256, 0, s>>>(gate_up, rows, inter, out);
+    launch(swiglu_kernel<8>, blocks, 256, 0, s, gate_up, rows, inter, out);
   } else {
-    swiglu_kernel<1><<<blocks, 256, 0, s>>>(gate_up, rows, inter, out);
+    launch(swiglu_kernel<1>, blocks, 256, 0, s, gate_up, rows, inter, out);
   }
 }
 
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s) {
-  if (count > 0) gather_rows_kernel<<<count, threads_for(dim), 0, s>>>(x, indices, dim, out);
+  if (count > 0) launch(gather_rows_kernel, count, threads_for(dim), 0, s, x, indices, dim, out);
 }
 
 }  // namespace photon::cuda

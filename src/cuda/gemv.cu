@@ -12,6 +12,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -38,6 +39,7 @@ template <int M, int kRows, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
                 int group_threads, void* __restrict__ out, bool out_f32) {
+  pdl_begin();
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
   __shared__ float partial[kThreads / 32][M * kRows];
   const int groups = kThreads / group_threads;
@@ -116,12 +118,12 @@ int sm_count() {
 }
 
 template <int M, int kRows, bool kSwiglu>
-void launch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, int group_threads, void* out,
-            bool out_f32, cudaStream_t s) {
+void launch_rows(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, int group_threads, void* out,
+                 bool out_f32, cudaStream_t s) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
   const int per_block = kThreads / group_threads * kOut;
   const int blocks = (n + per_block - 1) / per_block;
-  gemv_kernel<M, kRows, kSwiglu><<<blocks, kThreads, 0, s>>>(x, m, ldx, w, n, k, group_threads, out, out_f32);
+  launch(gemv_kernel<M, kRows, kSwiglu>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out, out_f32);
 }
 
 // Picks the rows per group for a shape: the most (deepest load pipelines) that still gives the grid at least
@@ -140,7 +142,7 @@ void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, i
     if (launched) return;
     const int blocks = (n + groups * kOut - 1) / (groups * kOut);
     if (blocks >= want_blocks || kRows == std::min({kChoices...})) {
-      launch<M, kRows, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s);
+      launch_rows<M, kRows, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s);
       launched = true;
     }
   };

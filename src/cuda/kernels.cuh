@@ -26,8 +26,7 @@ bool qkv_rope_supported(int head_dim);
 /// [T, heads * hd], k and v to the paged cache [blocks][2][kv_heads][block_size][hd] at `slots` (negative: skipped).
 void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
                           const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,
-                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out,
-                          cudaStream_t s);
+                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out, cudaStream_t s);
 /// How many KV splits attention uses for this shape (1: none); a pure function of its arguments.
 int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int max_seq_len);
 /// f32 workspace the split path needs for head dimensions up to max_head_dim (any split count it picks).

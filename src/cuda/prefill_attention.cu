@@ -11,6 +11,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(kThreads)
     prefill_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                    const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq,
                    int heads, int kv_heads, int block_size, float scale_log2, uint16_t* out) {
+  pdl_begin();
   constexpr int S = kStride<HD>;
   constexpr int kVecs = HD / 8;  // 16-byte vectors per row
   extern __shared__ __align__(16) uint16_t smem[];
@@ -225,18 +227,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HD>
-void launch(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-            const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
-            int max_query_len, int heads, int kv_heads, int block_size, float scale, uint16_t* out, cudaStream_t s) {
+void launch_head_dim(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
+                     int max_query_len, int heads, int kv_heads, int block_size, float scale, uint16_t* out,
+                     cudaStream_t s) {
   // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
   cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<HD>()));
   const int tiles = (max_query_len + kBlockQ - 1) / kBlockQ;
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
   constexpr float kLog2e = 1.4426950408889634f;
-  prefill_kernel<HD><<<grid, kThreads, smem_bytes<HD>(), s>>>(q, cache, query_start, seq_lens, block_indptr,
-                                                              block_indices, seqs, tiles, heads, kv_heads, block_size,
-                                                              scale * kLog2e, out);
+  launch(prefill_kernel<HD>, grid, kThreads, smem_bytes<HD>(), s, q, cache, query_start, seq_lens, block_indptr,
+         block_indices, seqs, tiles, heads, kv_heads, block_size, scale * kLog2e, out);
 }
 
 }  // namespace
@@ -249,11 +251,11 @@ void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* 
                        uint16_t* out, cudaStream_t s) {
   if (num_seqs == 0) return;
   if (head_dim == 64) {
-    launch<64>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len, heads,
-               kv_heads, block_size, scale, out, s);
+    launch_head_dim<64>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len,
+                        heads, kv_heads, block_size, scale, out, s);
   } else {
-    launch<128>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len, heads,
-                kv_heads, block_size, scale, out, s);
+    launch_head_dim<128>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len,
+                         heads, kv_heads, block_size, scale, out, s);
   }
 }
 

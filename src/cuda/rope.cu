@@ -2,11 +2,13 @@
 // write of k and v into the paged KV cache.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
 
 namespace photon::cuda {
 namespace {
 
 __global__ void cos_sin_kernel(const int32_t* positions, const float* inv_freq, int half, float* cos, float* sin) {
+  pdl_begin();
   const int t = blockIdx.x;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     // The angle is rounded to f32 exactly as transformers computes it; sincos itself in full precision.
@@ -27,6 +29,7 @@ __global__ void __launch_bounds__(kHeadsPerBlock * 32)
     qkv_rope_cache_kernel(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
                           const float* cos, const float* sin, const int32_t* slots, int heads, int kv_heads, int hd,
                           uint16_t* cache, int block_size, uint16_t* q_out) {
+  pdl_begin();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kHeadsPerBlock + static_cast<int>(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -92,7 +95,7 @@ __global__ void __launch_bounds__(kHeadsPerBlock * 32)
 
 void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_freq, int half, float* cos, float* sin,
                   cudaStream_t s) {
-  if (num_tokens > 0) cos_sin_kernel<<<num_tokens, 64, 0, s>>>(positions, inv_freq, half, cos, sin);
+  if (num_tokens > 0) launch(cos_sin_kernel, num_tokens, 64, 0, s, positions, inv_freq, half, cos, sin);
 }
 
 bool qkv_rope_supported(int head_dim) { return head_dim % 2 == 0 && head_dim <= 2 * 32 * kMaxPairsPerLane; }
@@ -103,8 +106,8 @@ void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, 
                           cudaStream_t s) {
   if (num_tokens <= 0) return;
   const dim3 grid(num_tokens, (heads + 2 * kv_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
-  qkv_rope_cache_kernel<<<grid, kHeadsPerBlock * 32, 0, s>>>(qkv, ld, q_norm, k_norm, eps, cos, sin, slots, heads,
-                                                             kv_heads, head_dim, cache, block_size, q_out);
+  launch(qkv_rope_cache_kernel, grid, kHeadsPerBlock * 32, 0, s, qkv, ld, q_norm, k_norm, eps, cos, sin, slots, heads,
+         kv_heads, head_dim, cache, block_size, q_out);
 }
 
 }  // namespace photon::cuda
