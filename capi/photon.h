@@ -54,7 +54,7 @@ typedef enum photon_status {
   PHOTON_OK = 0,
   PHOTON_ERROR_INVALID_ARGUMENT = 1, /* a value passed in is wrong */
   PHOTON_ERROR_NOT_FOUND = 2,        /* a file, tensor or request id does not exist */
-  PHOTON_ERROR_IO = 3,               /* reading a file failed */
+  PHOTON_ERROR_IO = 3,               /* reading a file, or a network connection, failed */
   PHOTON_ERROR_FORMAT = 4,           /* a file is malformed */
   PHOTON_ERROR_UNSUPPORTED = 5,      /* valid, but not supported by this build */
   PHOTON_ERROR_OUT_OF_MEMORY = 6,    /* an allocation failed or the memory budget is too small */

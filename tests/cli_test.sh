@@ -119,6 +119,29 @@ check "one rejected request" 0 'max_model_len.*"finish_reason":"error"' -- "$pho
 check "both prompt forms" 2 "exactly one of" -- "$photon" generate --model "$ref_dir" --requests "$reqs" --prompt-ids 1
 rm -f "$reqs" "$batch_err"
 
+# Tensor parallelism over two processes: rank 1 serves rank 0 over loopback; the tokens equal one process's.
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+tp_args=(generate --model "$ref_dir" --prompt-ids 1,2,3,4,5,6,7,8,9,10 --max-tokens 12 --ignore-eos --json
+         --tensor-parallel-size 2)
+single=$("$photon" "${tp_args[@]}" 2>&1)
+PHOTON_RANK=1 "$photon" "${tp_args[@]}" --dist-init-addr "127.0.0.1:$port" >/dev/null 2>&1 &
+worker=$!
+multi=$("$photon" "${tp_args[@]}" --dist-init-addr "127.0.0.1:$port" --rank 0 2>&1)
+wait "$worker"
+worker_rc=$?
+if [ "$worker_rc" -eq 0 ] && [ -n "$single" ] && grep -q '"output_ids"' <<<"$single" &&
+   [ "$(grep -o '"output_ids":\[[0-9,]*\]' <<<"$single")" = "$(grep -o '"output_ids":\[[0-9,]*\]' <<<"$multi")" ]; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: two-process tensor parallelism (worker exit $worker_rc)"; echo "$single" | tail -2; echo "$multi" | tail -2
+  failures=$((failures + 1))
+fi
+check "rank without address" 2 "'--rank' needs '--dist-init-addr" -- "$photon" "${tp_args[@]}" --rank 1
+check "rank out of range" 2 "'--rank'" -- "$photon" "${tp_args[@]}" --dist-init-addr "127.0.0.1:$port" --rank 2
+check "address without size" 2 "needs '--tensor-parallel-size' of 2" -- "$photon" generate --model "$ref_dir" --prompt-ids 1 --dist-init-addr "127.0.0.1:$port" --rank 0
+check "bad address" 1 "must be host:port" -- "$photon" "${tp_args[@]}" --dist-init-addr "nowhere" --rank 0
+check "rank from the launcher" 2 "SLURM_PROCID is 'x'" -- env SLURM_PROCID=x "$photon" "${tp_args[@]}" --dist-init-addr "127.0.0.1:$port"
+
 # tokenize / detokenize against the golden ids (when the tokenizer files have been fetched).
 tok_dir="${PHOTON_TOKENIZER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/photon/tokenizers}/llama3"
 if [ -f "$tok_dir/tokenizer.json" ]; then

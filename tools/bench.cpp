@@ -75,6 +75,8 @@ Status read_options(const Args& a, Options& o) {
 }
 
 Status run(Options o) {
+  // Ranks other than 0 of a multi-process group serve rank 0, which runs the benchmark and prints it.
+  if (o.config.rank > 0) return run_tensor_parallel_worker(o.config);
   std::unique_ptr<Engine> engine;
   {
     ProgressBar bar("loading");

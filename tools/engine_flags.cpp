@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <photon/log.hpp>
 
@@ -29,6 +31,12 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
            d.device);
   a.option("seed", "N", "seed of dummy weights and of requests without their own seed", "0");
   a.option("tensor-parallel-size", "N", "GPUs to split the model across (with --device cpu: threads)", "1");
+  a.option("dist-init-addr", "HOST:PORT",
+           "one process per tensor-parallel rank, on one host or several: every process runs the same command with "
+           "this address, where rank 0 listens (rank 0 prints the results; the others serve it)");
+  a.option("rank", "R",
+           "this process's rank with --dist-init-addr (default: $PHOTON_RANK, $SLURM_PROCID, "
+           "$OMPI_COMM_WORLD_RANK or $PMI_RANK)");
   a.option("max-num-seqs", "N", "requests per step at most", std::to_string(d.max_num_seqs));
   a.option("max-num-batched-tokens", "N", "tokens per step at most (longer prompts are chunked)",
            std::to_string(d.max_num_batched_tokens));
@@ -72,6 +80,30 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   c.seed = static_cast<uint64_t>(seed);
   PHOTON_ASSIGN_OR_RETURN(int64_t tp, a.get_int("tensor-parallel-size", 1, 64));
   c.tensor_parallel_size = static_cast<int32_t>(tp);
+  c.dist_init_addr = a.get("dist-init-addr");
+  if (a.has("rank") && c.dist_init_addr.empty()) return bad("option '--rank' needs '--dist-init-addr HOST:PORT'");
+  if (!c.dist_init_addr.empty()) {
+    if (c.tensor_parallel_size < 2) return bad("option '--dist-init-addr' needs '--tensor-parallel-size' of 2 or more");
+    int64_t rank = -1;
+    if (a.has("rank")) {
+      PHOTON_ASSIGN_OR_RETURN(rank, a.get_int("rank", 0, c.tensor_parallel_size - 1));
+    } else {
+      // Launchers say which process this is: srun, mpirun (Open MPI, MPICH / Intel MPI), or by hand.
+      for (const char* var : {"PHOTON_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+        const char* v = std::getenv(var);
+        if (v == nullptr || *v == '\0') continue;
+        char* end = nullptr;
+        const long r = std::strtol(v, &end, 10);
+        if (*end != '\0' || r < 0 || r >= c.tensor_parallel_size) {
+          return bad(fmt::format("${} is '{}', not a rank from 0 to {}", var, v, c.tensor_parallel_size - 1));
+        }
+        rank = r;
+        break;
+      }
+      if (rank < 0) return bad("option '--dist-init-addr' needs '--rank R' (or $PHOTON_RANK / $SLURM_PROCID)");
+    }
+    c.rank = static_cast<int32_t>(rank);
+  }
   PHOTON_ASSIGN_OR_RETURN(int64_t seqs, a.get_int("max-num-seqs", 1, 65536));
   PHOTON_ASSIGN_OR_RETURN(int64_t tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
   PHOTON_ASSIGN_OR_RETURN(int64_t block, a.get_int("block-size", 1, 1024));

@@ -16,7 +16,8 @@ struct EngineFlagDefaults {
 
 /// Registers --model, --load-format, --tokenizer, --dtype, --device, --seed, --max-num-seqs, --max-num-batched-tokens,
 /// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory, --memory-utilization, --kv-cache-dtype,
-/// --enable-prefix-caching / --no-prefix-caching, --threads and --log-level.
+/// --enable-prefix-caching / --no-prefix-caching, --tensor-parallel-size, --dist-init-addr, --rank, --threads and
+/// --log-level.
 void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);
 
 /// Reads them into `config` (sets the OpenMP thread count and the log level as side effects).

@@ -278,6 +278,8 @@ Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs)
 }
 
 Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
+  // Ranks other than 0 of a multi-process group serve rank 0, which runs the requests and prints them.
+  if (config.rank > 0) return run_tensor_parallel_worker(config);
   const auto t_start = Clock::now();
   std::unique_ptr<Engine> engine;
   {

@@ -57,6 +57,14 @@ struct EngineConfig {
   /// features and the vocabulary are divided evenly, and each rank's KV cache holds its KV heads. With device
   /// "cuda:N" the ranks use GPUs N .. N + size - 1. The budgets above and num_kv_blocks are per rank.
   int32_t tensor_parallel_size = 1;
+  /// Multi-process tensor parallelism — one process per rank, on one host or several: "host:port" where rank 0
+  /// listens for the other ranks (every process gets the same address and tensor_parallel_size). Rank 0 creates the
+  /// Engine; every other rank calls run_tensor_parallel_worker() with its own `rank`. NCCL on GPUs (its unique id
+  /// travels over this connection), rank 0's relay on the CPU. Empty: all ranks are threads of this process.
+  std::string dist_init_addr;
+  /// This process's rank (0 .. tensor_parallel_size - 1) when dist_init_addr is set. On GPUs rank r uses GPU
+  /// (r mod the GPUs it sees), after the "cuda:N" offset.
+  int32_t rank = 0;
   /// Exact number of KV blocks; overrides both budgets above when positive.
   int64_t num_kv_blocks = 0;
   /// Tokens per KV block.
@@ -88,6 +96,12 @@ enum class FinishReason : uint8_t {
   kCancelled,  ///< cancel() was called
   kError,      ///< the request failed; RequestEvent::error says why
 };
+
+/// Serves one rank other than 0 of a multi-process tensor-parallel group (config.dist_init_addr and config.rank set,
+/// the rest as rank 0's): joins the group, loads this rank's share of the weights, then runs every step rank 0
+/// sends until rank 0's engine is destroyed. Blocks; returns ok when told to stop, or the first error (joining in
+/// time, loading, a step, rank 0 going away without a word).
+PHOTON_API Status run_tensor_parallel_worker(const EngineConfig& config);
 
 /// Number of CUDA GPUs this process can use: 0 without a CUDA build, a driver or a GPU. Thread-safe.
 PHOTON_API int cuda_device_count();

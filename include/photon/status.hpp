@@ -20,7 +20,7 @@ enum class StatusCode : int {
   kOk = 0,
   kInvalidArgument = 1,    ///< a caller-supplied value is wrong (flag, request field, shape)
   kNotFound = 2,           ///< a file, tensor or id does not exist
-  kIoError = 3,            ///< reading or mapping a file failed
+  kIoError = 3,            ///< reading or mapping a file, or a network connection, failed
   kFormatError = 4,        ///< a file exists but its contents are malformed (safetensors, JSON, tokenizer)
   kUnsupported = 5,        ///< valid input that this build does not handle (architecture, dtype, device)
   kOutOfMemory = 6,        ///< an allocation failed or the configured budget is too small

@@ -3,10 +3,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/process_group.hpp"
 #include "cuda/cuda_backend.hpp"
 
 namespace photon {
@@ -133,6 +135,28 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   out.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, static_cast<size_t>(r), r, n));
   return out;
+}
+
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(Backend& backend, ProcessGroup& group) {
+  PHOTON_ASSIGN_OR_RETURN(cudaStream_t stream, stream_of(backend));
+  // NCCL's standard bootstrap: rank 0 makes the unique id, the launcher's channel (here the group) hands it out.
+  std::vector<uint8_t> id_bytes(sizeof(ncclUniqueId));
+  ncclUniqueId id{};
+  if (group.rank() == 0) {
+    PHOTON_RETURN_IF_ERROR(nccl_status(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    std::memcpy(id_bytes.data(), &id, sizeof(id));
+  }
+  PHOTON_RETURN_IF_ERROR(group.broadcast(id_bytes).with_context("handing out NCCL's unique id"));
+  if (id_bytes.size() != sizeof(id)) return Status(StatusCode::kInternal, "rank 0 sent an NCCL id of the wrong size");
+  std::memcpy(&id, id_bytes.data(), sizeof(id));
+  PHOTON_RETURN_IF_ERROR(backend.make_current());
+  ncclComm_t comm = nullptr;
+  PHOTON_RETURN_IF_ERROR(nccl_status(ncclCommInitRank(&comm, group.size(), id, group.rank()), "ncclCommInitRank"));
+  auto comms = std::make_shared<CommGroup>();
+  comms->comms = {comm};
+  comms->devices = {backend.device().index};
+  comms->streams = {stream};
+  return std::unique_ptr<Communicator>(std::make_unique<NcclCommunicator>(comms, 0, group.rank(), group.size()));
 }
 
 }  // namespace photon

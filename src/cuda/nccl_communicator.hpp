@@ -16,4 +16,10 @@ namespace photon {
 /// different GPU). Errors: no NCCL in this build, a non-CUDA backend, NCCL's own failures.
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends);
 
+class ProcessGroup;
+/// This process's rank of a multi-process group (one GPU per process, possibly on several hosts): rank 0 creates
+/// NCCL's unique id and `group` hands it to the others, then every rank joins with ncclCommInitRank. Collective:
+/// every rank of `group` calls it.
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(Backend& backend, ProcessGroup& group);
+
 }  // namespace photon

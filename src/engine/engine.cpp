@@ -14,16 +14,12 @@
 #include <fmt/format.h>
 
 #include "core/logging.hpp"
-#include "cpu/cpu_backend.hpp"
+#include "core/process_group.hpp"
 #if defined(PHOTON_WITH_CUDA)
 #include "cuda/cuda_allocator.hpp"
-#include "cuda/cuda_backend.hpp"
 #endif
-#if defined(PHOTON_WITH_NCCL)
-#include "cuda/nccl_communicator.hpp"
-#endif
-#include "cpu/thread_communicator.hpp"
 #include "engine/model_runner.hpp"
+#include "engine/model_setup.hpp"
 #include "engine/sampler.hpp"
 #include "engine/text_stream.hpp"
 #include "models/model_loader.hpp"
@@ -34,45 +30,6 @@ namespace photon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
-  if (name == "auto") return backend.activation_dtype();
-  const auto d = parse_dtype(name);
-  if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
-  }
-  return *d;
-}
-
-// "cpu", "cuda" or "cuda:N"; tensor-parallel rank r of a GPU group takes the r-th GPU from N on.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int rank) {
-  if (device == "cpu") return make_cpu_backend(default_cpu_allocator());
-  if (device == "cuda" || device.starts_with("cuda:")) {
-#if defined(PHOTON_WITH_CUDA)
-    int index = 0;
-    if (device.size() > 5) {
-      const std::string n = device.substr(5);
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4) {
-        return Status(StatusCode::kInvalidArgument, fmt::format("device '{}' is not cuda:N", device));
-      }
-      index = std::stoi(n);
-    }
-    auto backend = make_cuda_backend(index + rank);
-    if (!backend && rank > 0) {
-      return backend.status().with_context(
-          fmt::format("tensor-parallel rank {} (lower the tensor-parallel size to the GPUs there are)", rank));
-    }
-    return backend;
-#else
-    (void)rank;
-    return Status(StatusCode::kUnsupported,
-                  "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
-                  "CUDA toolkit); use device \"cpu\"");
-#endif
-  }
-  return Status(StatusCode::kInvalidArgument, fmt::format("device must be cpu, cuda or cuda:N, not '{}'", device));
-}
 
 uint64_t mix_seed(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull); }
 
@@ -115,7 +72,8 @@ struct Engine::Impl {
   std::unique_ptr<ChatTemplate> chat_template;
   ModelInfo info;
   Clock::time_point epoch = Clock::now();
-  std::vector<std::unique_ptr<Backend>> backends;  // one per tensor-parallel rank
+  std::unique_ptr<ProcessGroup> group;              // multi-process tensor parallelism: the other ranks
+  std::vector<std::unique_ptr<Backend>> backends;  // one per tensor-parallel rank hosted here
   Backend* backend = nullptr;                      // rank 0's: sampling and logits
   std::vector<std::unique_ptr<Communicator>> communicators;
   uint64_t weight_bytes = 0;
@@ -175,63 +133,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (!(config.memory_utilization >= 0.0 && config.memory_utilization <= 1.0)) {
     return Status(StatusCode::kInvalidArgument, "memory_utilization must be in (0, 1] (or 0 for the default)");
   }
-  ModelSource source;
-  source.model = config.model;
-  const auto format = parse_load_format(config.load_format);
-  if (!format) {
+  PHOTON_ASSIGN_OR_RETURN(const ModelSource source, model_source(config));
+  if (!config.dist_init_addr.empty() && config.rank != 0) {
     return Status(StatusCode::kInvalidArgument,
-                  fmt::format("load_format must be auto, safetensors or dummy, not '{}'", config.load_format));
+                  fmt::format("rank {} of a multi-process group serves rank 0 (run_tensor_parallel_worker; the photon "
+                              "commands do this themselves): only rank 0 creates an Engine",
+                              config.rank));
   }
-  source.format = *format;
-  const auto dtype = parse_dtype(config.dtype);
-  if (!dtype || !is_float_dtype(*dtype)) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("dtype must be bf16, f16 or f32, not '{}'", config.dtype));
-  }
-  source.dummy_dtype = *dtype;
-  source.seed = config.seed;
-
-  const int tp = config.tensor_parallel_size;
-  if (tp < 1 || tp > 64) return Status(StatusCode::kInvalidArgument, "tensor_parallel_size must be from 1 to 64");
   PHOTON_ASSIGN_OR_RETURN(const ModelConfig mc, load_config(source));
-  PHOTON_RETURN_IF_ERROR(check_tensor_parallel(mc, tp));
-  for (int r = 0; r < tp; ++r) {
-    PHOTON_ASSIGN_OR_RETURN(auto backend, make_backend(config.device, r));
-    m.backends.push_back(std::move(backend));
-  }
-  m.backend = m.backends[0].get();
-  const bool on_gpu = m.backend->device().kind == DeviceKind::kCuda;
-  const double utilization = config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
-  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype, *m.backend));
-  if (on_gpu && kv_dtype != DType::kBF16) {
-    return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
-  }
-  if (tp > 1 && !on_gpu) {
-    m.communicators = make_thread_communicators(tp);
-  } else if (tp > 1) {
-#if defined(PHOTON_WITH_NCCL)
-    std::vector<Backend*> raw;
-    for (auto& b : m.backends) raw.push_back(b.get());
-    PHOTON_ASSIGN_OR_RETURN(m.communicators, make_nccl_communicators(raw));
-#else
-    return Status(StatusCode::kUnsupported,
-                  "this build has no NCCL, which tensor parallelism on GPUs needs; install "
-                  "NCCL and reconfigure, or use tensor_parallel_size 1");
-#endif
-  }
-  std::vector<ModelWeights> rank_weights;
-  for (int r = 0; r < tp; ++r) {
-    // Progress counts every rank's bytes: rank r's share is the r-th of tp equal parts of the total.
-    LoadProgress progress;
-    if (config.load_progress) {
-      progress = [&, r](uint64_t done, uint64_t total) {
-        config.load_progress(static_cast<uint64_t>(r) * total + done, static_cast<uint64_t>(tp) * total);
-      };
-    }
-    auto weights = load_model_weights(source, mc, *m.backends[static_cast<size_t>(r)], make_shard(mc, r, tp), progress);
-    if (!weights) return tp == 1 ? weights.status() : weights.status().with_context(fmt::format("rank {}", r));
-    m.weight_bytes += weights->bytes;
-    rank_weights.push_back(std::move(*weights));
-  }
+  PHOTON_RETURN_IF_ERROR(check_tensor_parallel(mc, std::max(1, config.tensor_parallel_size)));
   {
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -261,73 +171,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       }
     }
   }
-
-  int32_t max_model_len = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, INT32_MAX / 2));
-  if (config.max_model_len > 0) {
-    if (config.max_model_len > max_model_len) {
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("max_model_len {} exceeds the model's context of {} tokens", config.max_model_len,
-                                max_model_len));
-    }
-    max_model_len = config.max_model_len;
-  }
-
-  DecoderLimits limits;
-  limits.max_num_tokens = config.max_num_batched_tokens;
-  limits.max_num_seqs = config.max_num_seqs;
-  limits.max_num_logits = std::max(config.max_num_seqs, std::min(config.max_num_batched_tokens, 512));
-  const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
-  limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
-  limits.max_seq_len = max_model_len;
-  limits.use_graphs = !config.enforce_eager;
-  std::vector<ModelRank> ranks;
-  for (int r = 0; r < tp; ++r) {
-    const auto u = static_cast<size_t>(r);
-    ModelRank rank;
-    rank.backend = m.backends[u].get();
-    Communicator* comm = tp > 1 ? m.communicators[u].get() : nullptr;
-    PHOTON_ASSIGN_OR_RETURN(rank.decoder, Decoder::create(mc, std::move(rank_weights[u]), *rank.backend, limits, comm));
-    ranks.push_back(std::move(rank));
-  }
-  const ModelConfig rank_config = shard_config(mc, make_shard(mc, 0, tp));
-
-  // KV cache: an exact block count, else a byte budget, else a share of available memory. Never more than
-  // max_num_seqs full-length sequences can use. Budgets are per device; each rank holds its KV heads' share.
-  const uint64_t per_block = PagedKvCache::bytes_per_block(rank_config, config.block_size, kv_dtype);
-  int64_t num_blocks = 0;
-  std::string budget_hint;
-  if (config.num_kv_blocks > 0) {
-    num_blocks = config.num_kv_blocks;
-    budget_hint = "raise num_kv_blocks";
-  } else {
-    uint64_t budget = config.kv_cache_memory_bytes;
-    budget_hint = "raise the KV cache memory";
-    if (budget == 0) {
-      // The engine may use `utilization` of the device in all; weights and activations already took their part.
-      // CPU ranks share one memory, so they split what is left.
-      size_t free_bytes = 0, total_bytes = 0;
-      PHOTON_RETURN_IF_ERROR(m.backend->memory_info(&free_bytes, &total_bytes));
-      const double allowed = utilization * static_cast<double>(total_bytes);
-      const auto used = static_cast<double>(total_bytes - free_bytes);
-      budget = static_cast<uint64_t>(std::max(0.0, allowed - used) / (on_gpu ? 1 : tp));
-      budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)",
-                                utilization, used / 1e9, static_cast<double>(total_bytes) / 1e9);
-    }
-    num_blocks = static_cast<int64_t>(budget / per_block);
-    num_blocks = std::min<int64_t>(num_blocks, static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
-  }
-  const int64_t capacity = num_blocks * config.block_size;
-  if (capacity < max_model_len) {
-    return Status(StatusCode::kOutOfMemory,
-                  fmt::format("the KV cache budget holds {} tokens ({} blocks of {}), fewer than max_model_len {}; "
-                              "lower max_model_len to {} or {}",
-                              capacity, num_blocks, config.block_size, max_model_len, capacity, budget_hint));
-  }
-  for (ModelRank& rank : ranks) {
-    PHOTON_ASSIGN_OR_RETURN(rank.kv_cache,
-                            PagedKvCache::create(rank_config, *rank.backend, num_blocks, config.block_size, kv_dtype));
-  }
-  m.runner = std::make_unique<ModelRunner>(std::move(ranks));
+  PHOTON_ASSIGN_OR_RETURN(LocalModel local, build_local_model(config, source, mc));
+  m.group = std::move(local.group);
+  m.backends = std::move(local.backends);
+  m.communicators = std::move(local.communicators);
+  m.backend = m.backends[0].get();
+  m.weight_bytes = local.weight_bytes;
+  const DecoderLimits limits = local.limits;
+  const int32_t max_model_len = local.max_model_len;
+  const int64_t num_blocks = local.num_blocks;
+  m.runner = std::make_unique<ModelRunner>(std::move(local.ranks), m.group.get());
 
   SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;

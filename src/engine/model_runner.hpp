@@ -5,10 +5,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/process_group.hpp"
 #include "models/decoder.hpp"
 #include "models/kv_cache.hpp"
 #include "scheduler/scheduler.hpp"
@@ -18,6 +20,14 @@ namespace photon {
 /// Fills `batch` with the ragged batch of `output`: each scheduled request's new tokens, positions, KV slots and
 /// block table, and the logit rows it needs (every row of a prompt-logprobs chunk, else the last when sampling).
 void build_forward_batch(const SchedulerOutput& output, int32_t block_size, ForwardBatch& batch);
+
+/// A batch as bytes, for the other processes of a multi-process group (one message per step).
+void serialize_batch(const ForwardBatch& batch, std::vector<uint8_t>& out);
+/// The inverse; kFormatError for bytes that are not a serialised batch.
+Status deserialize_batch(std::span<const uint8_t> bytes, ForwardBatch& batch);
+/// The message that tells the other processes to stop (no batch serialises to it).
+std::vector<uint8_t> stop_message();
+bool is_stop_message(std::span<const uint8_t> bytes);
 
 /// One rank of the model: its backend, its share of the decoder and its KV heads' cache.
 struct ModelRank {
@@ -29,10 +39,12 @@ struct ModelRank {
 /// Drives the ranks. With one rank, execute() is a plain call. With several (tensor parallelism), rank 0 runs on
 /// the thread that calls execute() and every other rank on a thread of its own, which the runner owns: the
 /// batch built by prepare() is shared with them in memory (the "broadcast" of a single process), all ranks run
-/// forward() on it at once, and their collectives meet on the devices.
+/// forward() on it at once, and their collectives meet on the devices. In a multi-process group (`group` given:
+/// this process is rank 0 and hosts only it), execute() first sends the batch to the other processes, whose
+/// run_tensor_parallel_worker loops run the same forward; the destructor tells them to stop.
 class ModelRunner {
  public:
-  explicit ModelRunner(std::vector<ModelRank> ranks);
+  explicit ModelRunner(std::vector<ModelRank> ranks, ProcessGroup* group = nullptr);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -54,6 +66,8 @@ class ModelRunner {
   void worker(size_t rank);
 
   std::vector<ModelRank> ranks_;
+  ProcessGroup* group_;  // not owned
+  std::vector<uint8_t> message_;
   ForwardBatch batch_;
 
   // Rank threads: `generation` counts steps handed out; each worker runs one forward per increment and counts

@@ -1,0 +1,264 @@
+#include "engine/model_setup.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "cpu/cpu_backend.hpp"
+#include "cpu/process_communicator.hpp"
+#include "cpu/thread_communicator.hpp"
+#if defined(PHOTON_WITH_CUDA)
+#include "cuda/cuda_backend.hpp"
+#endif
+#if defined(PHOTON_WITH_NCCL)
+#include "cuda/nccl_communicator.hpp"
+#endif
+#include "models/kv_cache.hpp"
+#include "models/tensor_parallel.hpp"
+
+namespace photon {
+namespace {
+
+Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
+  if (name == "auto") return backend.activation_dtype();
+  const auto d = parse_dtype(name);
+  if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
+  }
+  return *d;
+}
+
+// "cpu", "cuda" or "cuda:N"; tensor-parallel rank r of a GPU group takes the r-th GPU from N on.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int rank) {
+  if (device == "cpu") return make_cpu_backend(default_cpu_allocator());
+  if (device == "cuda" || device.starts_with("cuda:")) {
+#if defined(PHOTON_WITH_CUDA)
+    int index = 0;
+    if (device.size() > 5) {
+      const std::string n = device.substr(5);
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4) {
+        return Status(StatusCode::kInvalidArgument, fmt::format("device '{}' is not cuda:N", device));
+      }
+      index = std::stoi(n);
+    }
+    auto backend = make_cuda_backend(index + rank);
+    if (!backend && rank > 0) {
+      return backend.status().with_context(
+          fmt::format("tensor-parallel rank {} (lower the tensor-parallel size to the GPUs there are)", rank));
+    }
+    return backend;
+#else
+    (void)rank;
+    return Status(StatusCode::kUnsupported,
+                  "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
+                  "CUDA toolkit); use device \"cpu\"");
+#endif
+  }
+  return Status(StatusCode::kInvalidArgument, fmt::format("device must be cpu, cuda or cuda:N, not '{}'", device));
+}
+
+[[maybe_unused]] Status no_nccl() {
+  return Status(StatusCode::kUnsupported,
+                "this build has no NCCL, which tensor parallelism on GPUs needs; install NCCL and reconfigure, or use "
+                "tensor_parallel_size 1");
+}
+
+// The KV blocks this rank can hold: an exact count, else a byte budget, else a share of the device's memory
+// (CPU ranks of one process share one memory, so they split it). Never more than max_num_seqs full-length
+// sequences can use.
+Result<int64_t> kv_blocks(const EngineConfig& config, Backend& backend, uint64_t per_block, int ranks_sharing_memory,
+                          int64_t blocks_per_seq, std::string* budget_hint) {
+  if (config.num_kv_blocks > 0) {
+    *budget_hint = "raise num_kv_blocks";
+    return config.num_kv_blocks;
+  }
+  uint64_t budget = config.kv_cache_memory_bytes;
+  *budget_hint = "raise the KV cache memory";
+  if (budget == 0) {
+    const bool on_gpu = backend.device().kind == DeviceKind::kCuda;
+    const double utilization = config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
+    size_t free_bytes = 0, total_bytes = 0;
+    PHOTON_RETURN_IF_ERROR(backend.memory_info(&free_bytes, &total_bytes));
+    // The engine may use `utilization` of the device in all; weights and activations already took their part.
+    const double allowed = utilization * static_cast<double>(total_bytes);
+    const auto used = static_cast<double>(total_bytes - free_bytes);
+    budget = static_cast<uint64_t>(std::max(0.0, allowed - used) / ranks_sharing_memory);
+    *budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)",
+                               utilization, used / 1e9, static_cast<double>(total_bytes) / 1e9);
+  }
+  return std::min<int64_t>(static_cast<int64_t>(budget / per_block),
+                           static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
+}
+
+// The smallest of every process's block count, agreed through the group (each rank's cache must hold the same
+// blocks: block ids are shared).
+Result<int64_t> agree_on_blocks(ProcessGroup& group, int64_t mine) {
+  std::vector<uint8_t> bytes(sizeof(int64_t));
+  std::memcpy(bytes.data(), &mine, sizeof(mine));
+  std::vector<std::vector<uint8_t>> all;
+  PHOTON_RETURN_IF_ERROR(group.gather(bytes, &all).with_context("agreeing on the KV cache size"));
+  if (group.rank() == 0) {
+    int64_t least = mine;
+    for (const auto& b : all) {
+      int64_t v = 0;
+      if (b.size() != sizeof(v)) return Status(StatusCode::kInternal, "a rank sent a malformed KV block count");
+      std::memcpy(&v, b.data(), sizeof(v));
+      least = std::min(least, v);
+    }
+    std::memcpy(bytes.data(), &least, sizeof(least));
+  }
+  PHOTON_RETURN_IF_ERROR(group.broadcast(bytes).with_context("agreeing on the KV cache size"));
+  if (bytes.size() != sizeof(int64_t)) return Status(StatusCode::kInternal, "rank 0 sent a malformed block count");
+  int64_t agreed = 0;
+  std::memcpy(&agreed, bytes.data(), sizeof(agreed));
+  return agreed;
+}
+
+}  // namespace
+
+Result<ModelSource> model_source(const EngineConfig& config) {
+  ModelSource source;
+  source.model = config.model;
+  const auto format = parse_load_format(config.load_format);
+  if (!format) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("load_format must be auto, safetensors or dummy, not '{}'", config.load_format));
+  }
+  source.format = *format;
+  const auto dtype = parse_dtype(config.dtype);
+  if (!dtype || !is_float_dtype(*dtype)) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("dtype must be bf16, f16 or f32, not '{}'", config.dtype));
+  }
+  source.dummy_dtype = *dtype;
+  source.seed = config.seed;
+  return source;
+}
+
+Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSource& source, const ModelConfig& mc) {
+  LocalModel local;
+  const int tp = config.tensor_parallel_size;
+  if (tp < 1 || tp > 64) return Status(StatusCode::kInvalidArgument, "tensor_parallel_size must be from 1 to 64");
+  PHOTON_RETURN_IF_ERROR(check_tensor_parallel(mc, tp));
+  const bool distributed = !config.dist_init_addr.empty();
+  if (distributed && tp < 2) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a multi-process group (dist_init_addr) needs tensor_parallel_size of 2 or more");
+  }
+  // The ranks this process hosts: all of them, or its own.
+  std::vector<int> hosted;
+  if (distributed) {
+    hosted.push_back(config.rank);
+  } else {
+    for (int r = 0; r < tp; ++r) hosted.push_back(r);
+  }
+  const auto rank_context = [&](int r) { return fmt::format("tensor-parallel rank {}", r); };
+
+  for (int r : hosted) {
+    // One GPU per rank: in one process the ranks take consecutive GPUs; in a group of processes rank r takes the
+    // (r mod GPUs-visible)-th, so that ranks placed host by host fill each host's GPUs.
+    int index = r;
+    if (distributed && config.device != "cpu") index = r % std::max(1, cuda_device_count());
+    auto backend = make_backend(config.device, index);
+    if (!backend) return tp == 1 ? backend.status() : backend.status().with_context(rank_context(r));
+    local.backends.push_back(std::move(*backend));
+  }
+  Backend& first = *local.backends[0];
+  const bool on_gpu = first.device().kind == DeviceKind::kCuda;
+  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype, first));
+  if (on_gpu && kv_dtype != DType::kBF16) {
+    return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
+  }
+  if (distributed) {
+    PHOTON_ASSIGN_OR_RETURN(local.group, ProcessGroup::join(config.dist_init_addr, config.rank, tp));
+    if (on_gpu) {
+#if defined(PHOTON_WITH_NCCL)
+      PHOTON_ASSIGN_OR_RETURN(auto comm, make_nccl_communicator(first, *local.group));
+      local.communicators.push_back(std::move(comm));
+#else
+      return no_nccl();
+#endif
+    } else {
+      local.communicators.push_back(make_process_communicator(*local.group));
+    }
+  } else if (tp > 1 && !on_gpu) {
+    local.communicators = make_thread_communicators(tp);
+  } else if (tp > 1) {
+#if defined(PHOTON_WITH_NCCL)
+    std::vector<Backend*> raw;
+    for (auto& b : local.backends) raw.push_back(b.get());
+    PHOTON_ASSIGN_OR_RETURN(local.communicators, make_nccl_communicators(raw));
+#else
+    return no_nccl();
+#endif
+  }
+
+  std::vector<ModelWeights> weights;
+  for (size_t i = 0; i < hosted.size(); ++i) {
+    const int r = hosted[i];
+    // Progress counts every hosted rank's bytes: rank i's share is the i-th of n equal parts of the total.
+    LoadProgress progress;
+    if (config.load_progress) {
+      const auto n = static_cast<uint64_t>(hosted.size());
+      progress = [&config, i, n](uint64_t done, uint64_t total) { config.load_progress(i * total + done, n * total); };
+    }
+    auto w = load_model_weights(source, mc, *local.backends[i], make_shard(mc, r, tp), progress);
+    if (!w) return tp == 1 ? w.status() : w.status().with_context(rank_context(r));
+    local.weight_bytes += w->bytes;
+    weights.push_back(std::move(*w));
+  }
+
+  int32_t max_model_len = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, INT32_MAX / 2));
+  if (config.max_model_len > 0) {
+    if (config.max_model_len > max_model_len) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("max_model_len {} exceeds the model's context of {} tokens", config.max_model_len,
+                                max_model_len));
+    }
+    max_model_len = config.max_model_len;
+  }
+  local.max_model_len = max_model_len;
+  DecoderLimits& limits = local.limits;
+  limits.max_num_tokens = config.max_num_batched_tokens;
+  limits.max_num_seqs = config.max_num_seqs;
+  limits.max_num_logits = std::max(config.max_num_seqs, std::min(config.max_num_batched_tokens, 512));
+  const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
+  limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
+  limits.max_seq_len = max_model_len;
+  limits.use_graphs = !config.enforce_eager;
+  for (size_t i = 0; i < hosted.size(); ++i) {
+    ModelRank rank;
+    rank.backend = local.backends[i].get();
+    Communicator* comm = tp > 1 ? local.communicators[i].get() : nullptr;
+    PHOTON_ASSIGN_OR_RETURN(rank.decoder, Decoder::create(mc, std::move(weights[i]), *rank.backend, limits, comm));
+    local.ranks.push_back(std::move(rank));
+  }
+
+  // KV cache: budgets are per device; each rank holds its KV heads' share. Every rank's cache has the same block
+  // count, so that block ids mean the same everywhere.
+  const ModelConfig rank_config = shard_config(mc, make_shard(mc, hosted[0], tp));
+  const uint64_t per_block = PagedKvCache::bytes_per_block(rank_config, config.block_size, kv_dtype);
+  std::string budget_hint;
+  const int sharing = on_gpu || distributed ? 1 : tp;
+  PHOTON_ASSIGN_OR_RETURN(int64_t num_blocks,
+                          kv_blocks(config, first, per_block, sharing, blocks_per_seq, &budget_hint));
+  if (distributed) {
+    PHOTON_ASSIGN_OR_RETURN(num_blocks, agree_on_blocks(*local.group, num_blocks));
+  }
+  const int64_t capacity = num_blocks * config.block_size;
+  if (capacity < max_model_len) {
+    return Status(StatusCode::kOutOfMemory,
+                  fmt::format("the KV cache budget holds {} tokens ({} blocks of {}), fewer than max_model_len {}; "
+                              "lower max_model_len to {} or {}",
+                              capacity, num_blocks, config.block_size, max_model_len, capacity, budget_hint));
+  }
+  for (ModelRank& rank : local.ranks) {
+    PHOTON_ASSIGN_OR_RETURN(rank.kv_cache,
+                            PagedKvCache::create(rank_config, *rank.backend, num_blocks, config.block_size, kv_dtype));
+  }
+  local.num_blocks = num_blocks;
+  return local;
+}
+
+}  // namespace photon
