@@ -58,6 +58,22 @@ grep -m1 "NCCL" "$out/build.log" | tee -a "$summary"
 if want tp; then
   timeout 90 "$build/bin/photon_tests" "[tp]" >"$out/tp-tests.log" 2>&1
   note "tensor-parallel GPU tests (exit $?): $(grep -E 'test cases|skipped|All tests' "$out/tp-tests.log" | tail -2 | tr '\n' ' ')"
+  if [ "$gpus" -ge 2 ]; then
+    # One process per GPU (NCCL joined through the unique id) must give the tokens of one process with two threads.
+    args=(generate --model tests/data/parity/llama3-gqa-tied-ropescaled --device cuda --prompt-ids 1,2,3,4,5,6,7,8,9
+          --max-tokens 16 --ignore-eos --json --tensor-parallel-size 2)
+    threads=$(timeout 60 "$build/bin/photon" "${args[@]}" 2>&1 | grep -o '"output_ids":\[[0-9,]*\]')
+    PHOTON_RANK=1 timeout 60 "$build/bin/photon" "${args[@]}" --dist-init-addr 127.0.0.1:29511 >"$out/tp-worker.log" 2>&1 &
+    procs=$(timeout 60 "$build/bin/photon" "${args[@]}" --dist-init-addr 127.0.0.1:29511 --rank 0 2>&1 |
+            grep -o '"output_ids":\[[0-9,]*\]')
+    wait $!
+    worker_rc=$?
+    if [ -n "$threads" ] && [ "$threads" = "$procs" ] && [ "$worker_rc" -eq 0 ]; then
+      note "two processes (NCCL unique-id bootstrap) give the tokens of two threads: $procs"
+    else
+      status=1; note "two-process TP FAILED (worker exit $worker_rc): threads $threads, processes $procs"
+    fi
+  fi
 fi
 if want test; then
   t0=$(date +%s)
@@ -172,5 +188,14 @@ bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-
 if [ "$gpus" -ge 2 ]; then
   bench llama8b-b1-tp2 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \
     --tensor-parallel-size 2
+  # The same with one process per GPU: rank 1 serves in the background, rank 0 runs the benchmark.
+  if [ -z "$filter" ] || grep -qE "$filter" <<<"llama8b-b1-tp2-procs"; then
+    PHOTON_RANK=1 timeout 240 "$build/bin/photon" bench --device cuda --model dummy:llama-3.1-8b --num-prompts 1 \
+      --input-len 128 --output-len 256 --tensor-parallel-size 2 --dist-init-addr 127.0.0.1:29512 \
+      >"$out/tp-procs-worker.log" 2>&1 &
+    bench llama8b-b1-tp2-procs 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \
+      --tensor-parallel-size 2 --dist-init-addr 127.0.0.1:29512 --rank 0
+    wait
+  fi
 fi
 exit $status

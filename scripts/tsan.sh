@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the engine's concurrent paths (CPU build): submit / cancel / poll from many threads while the
 # background loop steps, the C ABI, and tensor-parallel ranks running as threads (rank threads, in-memory
-# collectives). Any report fails it.
+# collectives) or joined over loopback TCP (process group, collectives relayed through rank 0, a worker serving an
+# engine). Any report fails it.
 # OpenMP runs one thread (libgomp is not instrumented, so its own synchronisation would be reported).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,5 +10,5 @@ cd "$(dirname "$0")/.."
   -DPHOTON_BUILD_BENCH=OFF
 export OMP_NUM_THREADS=1
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
-build-tsan/bin/photon_tests -# "[#test_engine],[#test_tensor_parallel]"
+build-tsan/bin/photon_tests -# "[#test_engine],[#test_tensor_parallel],[#test_process_group]"
 build-tsan/bin/photon_capi_test tests/data/parity/llama3-gqa-tied-ropescaled
