@@ -92,6 +92,8 @@ typedef struct photon_engine_params {
   uint64_t seed;                  /* dummy weights and unseeded requests */
   const char* tokenizer;          /* tokenizer folder or file; NULL: the model folder's tokenizer.json if any */
   int32_t tensor_parallel_size;   /* GPUs (threads with device "cpu") to split the model across; default 1 */
+  const char* dist_init_addr;     /* one process per rank: "host:port" where rank 0 listens; NULL: one process */
+  int32_t rank;                   /* this process's rank with dist_init_addr (0 creates the engine) */
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);
@@ -99,6 +101,10 @@ PHOTON_C_API photon_engine_params photon_engine_params_default(void);
 /* Loads the model and takes all memory up front. On success *out_engine owns a new engine; on failure it is set to
  * NULL and photon_last_error() says why. */
 PHOTON_C_API photon_status photon_engine_create(const photon_engine_params* params, photon_engine** out_engine);
+/* Serves tensor-parallel rank params->rank (1 .. tensor_parallel_size - 1) of a multi-process group whose rank 0
+ * called photon_engine_create with the same params and dist_init_addr. Blocks until rank 0's engine is destroyed
+ * (PHOTON_OK) or an error (photon_last_error() says which). */
+PHOTON_C_API photon_status photon_run_tensor_parallel_worker(const photon_engine_params* params);
 /* Stops the background loop if running and frees every byte the engine holds. NULL is ignored. */
 PHOTON_C_API void photon_engine_destroy(photon_engine* engine);
 /* The message of the last failed call on `engine` (from any thread); "" if none. The string is a copy owned by the

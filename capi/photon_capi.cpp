@@ -95,7 +95,62 @@ photon_engine_params photon_engine_params_default(void) {
   p.seed = d.seed;
   p.tokenizer = nullptr;
   p.tensor_parallel_size = d.tensor_parallel_size;
+  p.dist_init_addr = nullptr;
+  p.rank = 0;
   return p;
+}
+
+namespace {
+
+// The C parameters as an EngineConfig (fields past the caller's struct_size keep their defaults); the caller has
+// checked that p and p->model are set.
+photon::EngineConfig engine_config(const photon_engine_params* p) {
+  photon::EngineConfig c;
+  c.model = p->model;
+  if (PHOTON_HAS_FIELD(p, load_format)) c.load_format = or_default(p->load_format, "auto");
+  if (PHOTON_HAS_FIELD(p, device)) c.device = or_default(p->device, "cpu");
+  if (PHOTON_HAS_FIELD(p, dtype)) c.dtype = or_default(p->dtype, "bf16");
+  if (PHOTON_HAS_FIELD(p, kv_cache_dtype)) c.kv_cache_dtype = or_default(p->kv_cache_dtype, "auto");
+  if (PHOTON_HAS_FIELD(p, kv_cache_memory_bytes)) c.kv_cache_memory_bytes = p->kv_cache_memory_bytes;
+  if (PHOTON_HAS_FIELD(p, memory_utilization)) c.memory_utilization = p->memory_utilization;
+  if (PHOTON_HAS_FIELD(p, num_kv_blocks)) c.num_kv_blocks = p->num_kv_blocks;
+  if (PHOTON_HAS_FIELD(p, block_size)) c.block_size = p->block_size;
+  if (PHOTON_HAS_FIELD(p, max_num_seqs)) c.max_num_seqs = p->max_num_seqs;
+  if (PHOTON_HAS_FIELD(p, max_num_batched_tokens)) c.max_num_batched_tokens = p->max_num_batched_tokens;
+  if (PHOTON_HAS_FIELD(p, max_model_len)) c.max_model_len = p->max_model_len;
+  if (PHOTON_HAS_FIELD(p, enable_prefix_caching)) c.enable_prefix_caching = p->enable_prefix_caching != 0;
+  if (PHOTON_HAS_FIELD(p, seed)) c.seed = p->seed;
+  if (PHOTON_HAS_FIELD(p, tokenizer) && p->tokenizer != nullptr) c.tokenizer = p->tokenizer;
+  if (PHOTON_HAS_FIELD(p, tensor_parallel_size)) c.tensor_parallel_size = p->tensor_parallel_size;
+  if (PHOTON_HAS_FIELD(p, dist_init_addr) && p->dist_init_addr != nullptr) c.dist_init_addr = p->dist_init_addr;
+  if (PHOTON_HAS_FIELD(p, rank)) c.rank = p->rank;
+  return c;
+}
+
+// NULL params, a struct_size that does not reach `model`, or no model: the message says what to do.
+const char* params_problem(const photon_engine_params* p) {
+  if (p == nullptr) return "params is NULL; start from photon_engine_params_default()";
+  if (p->struct_size < offsetof(photon_engine_params, model) + sizeof(p->model)) {
+    return "params->struct_size is too small; initialise the struct with photon_engine_params_default()";
+  }
+  if (p->model == nullptr) return "params->model is NULL";
+  return nullptr;
+}
+
+}  // namespace
+
+photon_status photon_run_tensor_parallel_worker(const photon_engine_params* p) {
+  if (const char* problem = params_problem(p)) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, problem);
+  try {
+    const photon::Status s = photon::run_tensor_parallel_worker(engine_config(p));
+    if (!s.is_ok()) return fail_global(to_c(s.code()), s.message());
+    t_last_error.clear();
+    return PHOTON_OK;
+  } catch (const std::exception& ex) {
+    return fail_global(PHOTON_ERROR_INTERNAL, ex.what());
+  } catch (...) {
+    return fail_global(PHOTON_ERROR_INTERNAL, "unknown exception");
+  }
 }
 
 photon_status photon_engine_create(const photon_engine_params* p, photon_engine** out) {
@@ -112,23 +167,7 @@ photon_status photon_engine_create(const photon_engine_params* p, photon_engine*
   }
   if (p->model == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "params->model is NULL");
   try {
-    photon::EngineConfig c;
-    c.model = p->model;
-    if (PHOTON_HAS_FIELD(p, load_format)) c.load_format = or_default(p->load_format, "auto");
-    if (PHOTON_HAS_FIELD(p, device)) c.device = or_default(p->device, "cpu");
-    if (PHOTON_HAS_FIELD(p, dtype)) c.dtype = or_default(p->dtype, "bf16");
-    if (PHOTON_HAS_FIELD(p, kv_cache_dtype)) c.kv_cache_dtype = or_default(p->kv_cache_dtype, "auto");
-    if (PHOTON_HAS_FIELD(p, kv_cache_memory_bytes)) c.kv_cache_memory_bytes = p->kv_cache_memory_bytes;
-    if (PHOTON_HAS_FIELD(p, memory_utilization)) c.memory_utilization = p->memory_utilization;
-    if (PHOTON_HAS_FIELD(p, num_kv_blocks)) c.num_kv_blocks = p->num_kv_blocks;
-    if (PHOTON_HAS_FIELD(p, block_size)) c.block_size = p->block_size;
-    if (PHOTON_HAS_FIELD(p, max_num_seqs)) c.max_num_seqs = p->max_num_seqs;
-    if (PHOTON_HAS_FIELD(p, max_num_batched_tokens)) c.max_num_batched_tokens = p->max_num_batched_tokens;
-    if (PHOTON_HAS_FIELD(p, max_model_len)) c.max_model_len = p->max_model_len;
-    if (PHOTON_HAS_FIELD(p, enable_prefix_caching)) c.enable_prefix_caching = p->enable_prefix_caching != 0;
-    if (PHOTON_HAS_FIELD(p, seed)) c.seed = p->seed;
-    if (PHOTON_HAS_FIELD(p, tokenizer) && p->tokenizer != nullptr) c.tokenizer = p->tokenizer;
-    if (PHOTON_HAS_FIELD(p, tensor_parallel_size)) c.tensor_parallel_size = p->tensor_parallel_size;
+    const photon::EngineConfig c = engine_config(p);
     auto engine = photon::Engine::create(c);
     if (!engine) return fail_global(to_c(engine.status().code()), engine.status().message());
     auto* handle = new photon_engine();

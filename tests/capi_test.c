@@ -175,6 +175,21 @@ int main(int argc, char** argv) {
     printf("SKIP: tokenizer C API checks (run scripts/fetch-tokenizers.sh)\n");
   }
   photon_tokenizer_destroy(NULL);
+
+  /* A multi-process group's worker entry point refuses what cannot be a worker, and says why. */
+  EXPECT(photon_run_tensor_parallel_worker(NULL) == PHOTON_ERROR_INVALID_ARGUMENT);
+  photon_engine_params wp = photon_engine_params_default();
+  wp.model = argv[1];
+  wp.tensor_parallel_size = 2;
+  wp.rank = 1;
+  EXPECT(photon_run_tensor_parallel_worker(&wp) == PHOTON_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(photon_last_error(), "dist_init_addr") != NULL);
+  wp.dist_init_addr = "127.0.0.1:29999";
+  wp.rank = 0;
+  EXPECT(photon_run_tensor_parallel_worker(&wp) == PHOTON_ERROR_INVALID_ARGUMENT);
+  wp.rank = 1;
+  photon_engine* not_rank0 = NULL;
+  EXPECT(photon_engine_create(&wp, &not_rank0) == PHOTON_ERROR_INVALID_ARGUMENT && not_rank0 == NULL);
   printf("%d passed, %d failed\n", passes, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -193,7 +193,8 @@ TEST_CASE("collectives relayed through rank 0 equal the in-process ones bit for 
   for (auto& t : ts) t.join();
   ts.clear();
   for (int r = 0; r < n; ++r) {
-    ts.emplace_back([&, r] { run(r, *threads[static_cast<size_t>(r)], reduced_thread[static_cast<size_t>(r)], false); });
+    ts.emplace_back(
+        [&, r] { run(r, *threads[static_cast<size_t>(r)], reduced_thread[static_cast<size_t>(r)], false); });
   }
   for (auto& t : ts) t.join();
   for (int r = 0; r < n; ++r) {

@@ -93,9 +93,9 @@ Status parse_host_port(const std::string& address, std::string* host, uint16_t* 
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const std::string& address, int rank, int size,
                                                          std::chrono::milliseconds timeout) {
   if (size < 2 || rank < 0 || rank >= size) {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("rank {} of a group of {} processes: the rank must be from 0 to {}", rank, size,
-                              size - 1));
+    return Status(
+        StatusCode::kInvalidArgument,
+        fmt::format("rank {} of a group of {} processes: the rank must be from 0 to {}", rank, size, size - 1));
   }
   std::string host;
   uint16_t port = 0;
@@ -125,8 +125,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const std::string& addr
     }
     freeaddrinfo(list);
     if (listener < 0) {
-      return unavailable(fmt::format("rank 0 cannot listen on {}: {} (is the port in use? pick another)", address,
-                                     last_error));
+      return unavailable(
+          fmt::format("rank 0 cannot listen on {}: {} (is the port in use? pick another)", address, last_error));
     }
     g->sockets_.assign(static_cast<size_t>(size), -1);
     int joined = 1;
@@ -135,9 +135,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const std::string& addr
       pollfd pfd{listener, POLLIN, 0};
       const int ready = ::poll(&pfd, 1, remaining_ms());
       if (ready <= 0) {
-        failure = unavailable(fmt::format("rank 0 waited {} ms on {} and {} of {} ranks joined; start every rank "
-                                          "with the same address and --tensor-parallel-size",
-                                          timeout.count(), address, joined - 1, size - 1));
+        failure =
+            unavailable(fmt::format("rank 0 waited {} ms on {} and {} of {} ranks joined; start every rank "
+                                    "with the same address and --tensor-parallel-size",
+                                    timeout.count(), address, joined - 1, size - 1));
         break;
       }
       const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
@@ -181,9 +182,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const std::string& addr
     freeaddrinfo(list);
     if (fd >= 0) break;
     if (Clock::now() >= deadline) {
-      return unavailable(fmt::format("rank {} could not reach rank 0 at {} within {} ms ({}); start rank 0 with "
-                                     "the same address",
-                                     rank, address, timeout.count(), last_error));
+      return unavailable(
+          fmt::format("rank {} could not reach rank 0 at {} within {} ms ({}); start rank 0 with "
+                      "the same address",
+                      rank, address, timeout.count(), last_error));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -198,8 +200,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const std::string& addr
                                    address, timeout.count()));
   }
   PHOTON_RETURN_IF_ERROR(g->receive_from(0, go).with_context(
-      fmt::format("rank {}: rank 0 at {} refused this rank (a duplicate rank or another group size?)", rank,
-                  address)));
+      fmt::format("rank {}: rank 0 at {} refused this rank (a duplicate rank or another group size?)", rank, address)));
   return g;
 }
 

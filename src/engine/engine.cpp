@@ -72,7 +72,7 @@ struct Engine::Impl {
   std::unique_ptr<ChatTemplate> chat_template;
   ModelInfo info;
   Clock::time_point epoch = Clock::now();
-  std::unique_ptr<ProcessGroup> group;              // multi-process tensor parallelism: the other ranks
+  std::unique_ptr<ProcessGroup> group;             // multi-process tensor parallelism: the other ranks
   std::vector<std::unique_ptr<Backend>> backends;  // one per tensor-parallel rank hosted here
   Backend* backend = nullptr;                      // rank 0's: sampling and logits
   std::vector<std::unique_ptr<Communicator>> communicators;

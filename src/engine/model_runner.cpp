@@ -96,8 +96,7 @@ bool is_stop_message(std::span<const uint8_t> bytes) {
   return kind == kStopMessage;
 }
 
-ModelRunner::ModelRunner(std::vector<ModelRank> ranks, ProcessGroup* group)
-    : ranks_(std::move(ranks)), group_(group) {
+ModelRunner::ModelRunner(std::vector<ModelRank> ranks, ProcessGroup* group) : ranks_(std::move(ranks)), group_(group) {
   worker_status_.resize(ranks_.size());
   for (size_t r = 1; r < ranks_.size(); ++r) workers_.emplace_back([this, r] { worker(r); });
 }

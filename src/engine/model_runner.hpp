@@ -5,8 +5,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <span>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 

@@ -85,8 +85,8 @@ Result<int64_t> kv_blocks(const EngineConfig& config, Backend& backend, uint64_t
     const double allowed = utilization * static_cast<double>(total_bytes);
     const auto used = static_cast<double>(total_bytes - free_bytes);
     budget = static_cast<uint64_t>(std::max(0.0, allowed - used) / ranks_sharing_memory);
-    *budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)",
-                               utilization, used / 1e9, static_cast<double>(total_bytes) / 1e9);
+    *budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)", utilization,
+                               used / 1e9, static_cast<double>(total_bytes) / 1e9);
   }
   return std::min<int64_t>(static_cast<int64_t>(budget / per_block),
                            static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);

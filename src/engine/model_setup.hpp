@@ -19,8 +19,8 @@ namespace photon {
 /// Members are declared in the order they must outlive each other: the group outlives the communicators, which
 /// outlive the decoders of `ranks` (moved into a ModelRunner, which must be destroyed first).
 struct LocalModel {
-  std::unique_ptr<ProcessGroup> group;              ///< multi-process groups only
-  std::vector<std::unique_ptr<Backend>> backends;   ///< one per rank hosted here
+  std::unique_ptr<ProcessGroup> group;             ///< multi-process groups only
+  std::vector<std::unique_ptr<Backend>> backends;  ///< one per rank hosted here
   std::vector<std::unique_ptr<Communicator>> communicators;
   std::vector<ModelRank> ranks;
   uint64_t weight_bytes = 0;  ///< over the ranks hosted here
