@@ -1,14 +1,12 @@
 // Causal GQA attention over the paged KV cache, for decode tokens and short chunks.
 //
 // Grid: (query token, group of G query heads sharing one KV head, KV split). Each block reads its KV head's visible
-// keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3). Two kernels:
-// - warp_attention_kernel (head_dim 64 and 128, every model this engine ships presets for): each warp walks its own
-//   32-key chunks with its own online softmax (warp shuffles, no block-wide barrier per chunk), and the warps' states
-//   meet once at the end;
-// - attention_kernel (any other head_dim): the block walks keys in tiles of kTile, threads score whole keys, an
-//   online softmax per head uses block-wide reductions, then groups of threads own 8-dim slices of V.
-// With one split a block writes the bf16 output; with several (flash-decoding, for few tokens over long contexts) it
-// writes (max, sum, unnormalised output) per head and a second kernel merges the splits. f32 throughout.
+// keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3), in tiles of
+// kTile: threads score whole keys against the G queries (q in shared memory, K rows as 16-byte vectors), an online
+// softmax per head keeps the running max and sum, then groups of threads own 8-dim slices of V (16-byte loads) and
+// accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
+// bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
+// output) per head and a second kernel merges the splits. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -227,157 +225,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The same attention for head dimensions 64 and 128 without block-wide barriers per tile: each warp walks its own
-// 32-key chunks (lane j scores key j against the G queries), keeps its own online-softmax state with warp shuffles,
-// and accumulates P V with each lane owning HD / 32 dimensions (one coalesced row read per key). The warps' states
-// meet once, in shared memory, at the end. Fewer dependent steps per key chunk than the block-wide kernel, which
-// matters for the short, latency-bound decode steps of small batches.
-template <int HD, int G>
-__global__ void __launch_bounds__(kThreads)
-    warp_attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                          const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens,
-                          int num_seqs, int heads, int kv_heads, int block_size, float scale, int splits, uint16_t* out,
-                          float* part_out, float* part_ml) {
-  pdl_begin();
-  constexpr int kWarps = kThreads / 32;
-  constexpr int kDims = HD / 32;  // dimensions per lane in P V
-  __shared__ float qs[G][HD];
-  __shared__ float warp_max_s[kWarps][G], warp_sum_s[kWarps][G];
-  __shared__ float warp_out[kWarps][G][HD];
-  __shared__ int seq_shared;
-  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
-  const int lane = tid & 31, warp = tid >> 5;
-  if (tid == 0) {  // the sequence of this token: the last s with query_start[s] <= t
-    int lo = 0, hi = num_seqs - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (query_start[mid] <= t)
-        lo = mid;
-      else
-        hi = mid - 1;
-    }
-    seq_shared = lo;
-  }
-  const int64_t row = static_cast<int64_t>(t) * heads * HD + static_cast<int64_t>(h0) * HD;  // head h0's q/out
-  for (int i = tid; i < G * HD; i += kThreads) qs[i / HD][i % HD] = bf2f(q[row + i]) * scale;
-  __syncthreads();
-  const int s = seq_shared;
-  const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
-  const int per_split = (ctx + splits - 1) / splits;
-  const int key_begin = split * per_split;
-  const int key_end = min(ctx, key_begin + per_split);
-  const int32_t* blocks = block_indices + block_indptr[s];
-  const int kvh = h0 / (heads / kv_heads);
-  const int64_t head_stride = static_cast<int64_t>(block_size) * HD;
-  const int64_t block_stride = 2 * kv_heads * head_stride;
-  const uint16_t* k_base = cache + kvh * head_stride;
-  const uint16_t* v_base = cache + (kv_heads + kvh) * head_stride;
-
-  float run_max[G], run_sum[G], acc[G][kDims];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    run_max[g] = -INFINITY;
-    run_sum[g] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kDims; ++e) acc[g][e] = 0.0f;
-  }
-  for (int base = key_begin + warp * 32; base < key_end; base += kWarps * 32) {
-    const int key = base + lane;
-    const bool valid = key < key_end;
-    float p[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) p[g] = 0.0f;
-    if (valid) {
-      const uint16_t* kp =
-          k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * HD;
-      // Partly unrolled: fully unrolled, the compiler keeps all of q in registers across chunks and spills.
-#pragma unroll 4
-      for (int d = 0; d < HD; d += 8) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(kp + d);
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float lo = __uint_as_float(w[e] << 16), hi = __uint_as_float(w[e] & 0xffff0000u);
-#pragma unroll
-          for (int g = 0; g < G; ++g) p[g] += qs[g][d + 2 * e] * lo + qs[g][d + 2 * e + 1] * hi;
-        }
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float score = valid ? p[g] : -INFINITY;
-      const float new_max = fmaxf(run_max[g], warp_max(score));  // lane 0's key is valid: finite
-      const float alpha = __expf(run_max[g] - new_max);          // 0 on the warp's first chunk
-      p[g] = valid ? __expf(score - new_max) : 0.0f;
-      run_sum[g] = run_sum[g] * alpha + warp_sum(p[g]);
-      run_max[g] = new_max;
-#pragma unroll
-      for (int e = 0; e < kDims; ++e) acc[g][e] *= alpha;
-    }
-    const int n = min(32, key_end - base);
-#pragma unroll 8
-    for (int j = 0; j < n; ++j) {
-      const int kj = base + j;
-      const uint16_t* vp =
-          v_base + blocks[kj / block_size] * block_stride + static_cast<int64_t>(kj % block_size) * HD + lane * kDims;
-      float v[kDims];
-      if constexpr (kDims == 2) {
-        const uint32_t raw = *reinterpret_cast<const uint32_t*>(vp);
-        v[0] = __uint_as_float(raw << 16);
-        v[1] = __uint_as_float(raw & 0xffff0000u);
-      } else {
-        const uint2 raw = *reinterpret_cast<const uint2*>(vp);
-        v[0] = __uint_as_float(raw.x << 16);
-        v[1] = __uint_as_float(raw.x & 0xffff0000u);
-        v[2] = __uint_as_float(raw.y << 16);
-        v[3] = __uint_as_float(raw.y & 0xffff0000u);
-      }
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float pj = __shfl_sync(0xffffffffu, p[g], j);
-#pragma unroll
-        for (int e = 0; e < kDims; ++e) acc[g][e] += pj * v[e];
-      }
-    }
-  }
-  // The warps' states meet: M = max m_w, L = sum l_w e^(m_w - M), O = sum o_w e^(m_w - M).
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    if (lane == 0) {
-      warp_max_s[warp][g] = run_max[g];
-      warp_sum_s[warp][g] = run_sum[g];
-    }
-#pragma unroll
-    for (int e = 0; e < kDims; ++e) warp_out[warp][g][lane * kDims + e] = acc[g][e];
-  }
-  __syncthreads();
-  for (int i = tid; i < G * HD; i += kThreads) {
-    const int g = i / HD, d = i % HD;
-    float m = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, warp_max_s[w][g]);
-    float l = 0.0f, o = 0.0f;
-    if (m != -INFINITY) {  // an empty split keeps l = 0
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = __expf(warp_max_s[w][g] - m);
-        l += warp_sum_s[w][g] * f;
-        o += warp_out[w][g][d] * f;
-      }
-    }
-    if (splits == 1) {
-      out[row + i] = f2bf(l > 0.0f ? o / l : 0.0f);
-    } else {
-      const int64_t at = (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits + split;
-      part_out[at * HD + d] = o;
-      if (d == 0) {
-        part_ml[at * 2] = m;
-        part_ml[at * 2 + 1] = l;
-      }
-    }
-  }
-}
-
 // Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
 __global__ void merge_splits_kernel(const float* part_out, const float* part_ml, const int32_t* tokens, int heads,
                                     int hd, int splits, uint16_t* out) {
@@ -429,22 +276,19 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,    \
          block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out, \
          part_ml)
-#define PHOTON_WARP_ATTENTION_LAUNCH(HD, G)                                                                 \
-  launch(warp_attention_kernel<HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-         block_indices, tokens, num_seqs, heads, kv_heads, block_size, scale, splits, out, part_out, part_ml)
-#define PHOTON_ATTENTION_GROUPS(HD)        \
-  switch (group) {                         \
-    case 8:                                \
-      PHOTON_WARP_ATTENTION_LAUNCH(HD, 8); \
-      break;                               \
-    case 4:                                \
-      PHOTON_WARP_ATTENTION_LAUNCH(HD, 4); \
-      break;                               \
-    case 2:                                \
-      PHOTON_WARP_ATTENTION_LAUNCH(HD, 2); \
-      break;                               \
-    default:                               \
-      PHOTON_WARP_ATTENTION_LAUNCH(HD, 1); \
+#define PHOTON_ATTENTION_GROUPS(HD)      \
+  switch (group) {                       \
+    case 8:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 8); \
+      break;                             \
+    case 4:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 4); \
+      break;                             \
+    case 2:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 2); \
+      break;                             \
+    default:                             \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 1); \
   }
   if (head_dim == 64) {
     PHOTON_ATTENTION_GROUPS(64);
@@ -456,7 +300,6 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
     PHOTON_ATTENTION_LAUNCH(1, 0, 1);
   }
 #undef PHOTON_ATTENTION_GROUPS
-#undef PHOTON_WARP_ATTENTION_LAUNCH
 #undef PHOTON_ATTENTION_LAUNCH
   if (splits > 1) {
     launch(merge_splits_kernel, dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s,
