@@ -99,25 +99,6 @@ class Backend {
   /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
   /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
   virtual void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) = 0;
-  /// What add_rms_norm_project applies to the normalised activations.
-  enum class Projection { kLinear, kSwiglu };
-  /// A sub-layer's pre-norm and first projection: residual += delta (undefined delta: no add), then
-  /// out = linear(normed, w) (kLinear) or linear_swiglu(normed, w, scratch, out) (kSwiglu), where
-  /// normed = rms_norm(residual) * norm_weight. `normed` [M, K] and `scratch` hold the intermediates where a backend
-  /// runs the steps apart (this default); a backend that fuses them may leave both untouched.
-  virtual void add_rms_norm_project(Tensor& residual, const Tensor& delta, const Tensor& norm_weight, float eps,
-                                    const Tensor& w, Projection kind, Tensor& normed, Tensor& scratch, Tensor& out) {
-    if (delta.defined()) {
-      add_rms_norm(residual, delta, norm_weight, eps, normed);
-    } else {
-      rms_norm(residual, norm_weight, eps, normed);
-    }
-    if (kind == Projection::kLinear) {
-      linear(normed, w, out);
-    } else {
-      linear_swiglu(normed, w, scratch, out);
-    }
-  }
   /// out[i, :] = x[indices[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
   /// out[r, col_offset + c] = src[r, c] for the columns c that fit in out.  src, out f32 [rows, *].

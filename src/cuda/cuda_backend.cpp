@@ -22,7 +22,6 @@ static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Split-KV partials for head dimensions up to 256.
 const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * sizeof(float);
-constexpr size_t kNormCounterBytes = 256;
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
@@ -55,7 +54,6 @@ class CudaBackend final : public Backend {
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
-    allocator_.deallocate(norm_counter_, kNormCounterBytes);
     allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
     allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
     if (stream_) cudaStreamDestroy(stream_);
@@ -67,9 +65,6 @@ class CudaBackend final : public Backend {
     PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
-    PHOTON_ASSIGN_OR_RETURN(norm_counter_, allocator_.allocate(kNormCounterBytes));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(norm_counter_, 0, kNormCounterBytes, stream_));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
 
@@ -192,29 +187,6 @@ class CudaBackend final : public Backend {
 
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override { record(gemm(x, w, out)); }
 
-  // Decode-sized batches fold the residual add and the norm into the projection's GEMV (one kernel instead of two).
-  void add_rms_norm_project(Tensor& residual, const Tensor& delta, const Tensor& norm_weight, float eps,
-                            const Tensor& w, Projection kind, Tensor& normed, Tensor& scratch, Tensor& out) override {
-    const int64_t m = residual.size(0), k = residual.size(1), ld = residual.stride(0);
-    if (!cuda::gemv_supported(to_int(m), to_int(k), ld) || (delta.defined() && delta.stride(0) != ld)) {
-      Backend::add_rms_norm_project(residual, delta, norm_weight, eps, w, kind, normed, scratch, out);
-      return;
-    }
-    cuda::GemvNorm norm;
-    norm.residual = bf16_mut(residual);
-    norm.delta = delta.defined() ? bf16(delta) : nullptr;
-    norm.weight = norm_weight.data<float>();
-    norm.eps = eps;
-    norm.counter = static_cast<unsigned*>(norm_counter_);
-    if (kind == Projection::kLinear) {
-      cuda::gemv(bf16(residual), to_int(m), ld, bf16(w), to_int(w.size(0)), to_int(k), out.raw(),
-                 out.dtype() == DType::kF32, stream_, &norm);
-    } else {
-      cuda::gemv_swiglu(bf16(residual), to_int(m), ld, bf16(w), to_int(out.size(1)), to_int(k), bf16_mut(out), stream_,
-                        &norm);
-    }
-  }
-
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
     void* p = nullptr;
     PHOTON_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, bytes == 0 ? 64 : bytes, cudaHostAllocDefault));
@@ -333,7 +305,6 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
-  void* norm_counter_ = nullptr;  // the fused-norm GEMV's completion counter (0 between launches)
   std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   void* sample_args_ = nullptr;

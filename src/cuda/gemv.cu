@@ -33,41 +33,15 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x) {
 
 __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
 
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    f[2 * e] = __uint_as_float(w[e] << 16);
-    f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
-  }
-}
-
-// w (8 bf16) . x (8 f32).
-__device__ __forceinline__ float dot8f(const uint4& w, const float (&x)[8]) {
-  float wf[8];
-  unpack8(w, wf);
-  float lo = 0.0f, hi = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; e += 2) {
-    lo += wf[e] * x[e];
-    hi += wf[e + 1] * x[e + 1];
-  }
-  return lo + hi;
-}
-
 // M: activation rows computed (x rows at or past `m` repeat the last one and are not stored); kRows: weight rows per
 // group (for SwiGLU, kRows / 2 gate rows and the matching up rows); n: output columns (for SwiGLU, I).
-// kNorm: x is the residual stream; each thread forms r = bf16(x + delta) on the fly, the product takes norm.weight * r,
-// and the group's sum of r^2 over K scales the result by 1 / rms(r) (linearity: the norm is a per-row scalar); the
-// last block to finish writes r back to the residual (every block has read it by then).
-template <int M, int kRows, bool kSwiglu, bool kNorm>
+template <int M, int kRows, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
-                int group_threads, void* __restrict__ out, bool out_f32, GemvNorm norm) {
+                int group_threads, void* __restrict__ out, bool out_f32) {
   pdl_begin();
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
-  constexpr int kPartials = M * kRows + (kNorm ? M : 0);
-  __shared__ float partial[kThreads / 32][kPartials];
+  __shared__ float partial[kThreads / 32][M * kRows];
   const int groups = kThreads / group_threads;
   const int group = threadIdx.x / group_threads, tid = threadIdx.x % group_threads;
   const int first = (blockIdx.x * groups + group) * kOut;
@@ -84,116 +58,42 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < M; ++i) xs[i] = reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx);
 
-  const uint4* ds[M];
-  if constexpr (kNorm) {
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-      ds[i] = norm.delta != nullptr ? reinterpret_cast<const uint4*>(norm.delta + min(i, m - 1) * ldx) : nullptr;
-    }
-  }
   float acc[M][kRows];
-  float sumsq[M];
 #pragma unroll
-  for (int i = 0; i < M; ++i) {
-    sumsq[i] = 0.0f;
+  for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.0f;
-  }
 
 #pragma unroll 2
   for (int v = tid; v < vecs; v += group_threads) {
     uint4 wv[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
-    if constexpr (kNorm) {
-      const float4 g0 = reinterpret_cast<const float4*>(norm.weight)[2 * v];
-      const float4 g1 = reinterpret_cast<const float4*>(norm.weight)[2 * v + 1];
-      const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
 #pragma unroll
-      for (int i = 0; i < M; ++i) {
-        float rv[8];
-        unpack8(xs[i][v], rv);
-        if (ds[i] != nullptr) {
-          float dv[8];
-          unpack8(ds[i][v], dv);
+    for (int i = 0; i < M; ++i) {
+      const uint4 xv = xs[i][v];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) rv[e] = bf16_round(rv[e] + dv[e]);  // the residual as add_rms_norm stores it
-        }
-        float xv[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          sumsq[i] += rv[e] * rv[e];
-          xv[e] = g[e] * rv[e];
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[i][r] += dot8f(wv[r], xv);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < M; ++i) {
-        const uint4 xv = xs[i][v];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(wv[r], xv);
-      }
+      for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(wv[r], xv);
     }
   }
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int i = 0; i < M; ++i) {
+  for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const float s = warp_sum(acc[i][r]);
       if (lane == 0) partial[warp][i * kRows + r] = s;
     }
-    if constexpr (kNorm) {
-      const float s = warp_sum(sumsq[i]);
-      if (lane == 0) partial[warp][M * kRows + i] = s;
-    }
-  }
   __syncthreads();
-  if constexpr (kNorm) {
-    // Every block has read the residual once it has counted itself in; the last one writes r back.
-    if (norm.delta != nullptr) {
-      __shared__ bool last;
-      if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(norm.counter, 1u) == gridDim.x - 1;
-      }
-      __syncthreads();
-      if (last) {
-        for (int idx = threadIdx.x; idx < m * vecs; idx += kThreads) {
-          const int i = idx / vecs, v = idx % vecs;
-          uint4* rp = reinterpret_cast<uint4*>(norm.residual + i * ldx) + v;
-          float rv[8], dv[8];
-          unpack8(*rp, rv);
-          unpack8(reinterpret_cast<const uint4*>(norm.delta + i * ldx)[v], dv);
-          uint32_t packed[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            packed[e] = static_cast<uint32_t>(f2bf(rv[2 * e] + dv[2 * e])) |
-                        (static_cast<uint32_t>(f2bf(rv[2 * e + 1] + dv[2 * e + 1])) << 16);
-          }
-          *rp = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-        }
-        if (threadIdx.x == 0) *norm.counter = 0;
-      }
-    }
-  }
   if (tid >= M * kOut) return;
   const int i = tid / kOut, r = tid % kOut, col = first + r;
   if (i >= m || col >= n) return;
   const int warps = group_threads / 32, first_warp = group * warps;
-  float sum = 0.0f, up = 0.0f, ss = 0.0f;
+  float sum = 0.0f, up = 0.0f;
   for (int wi = 0; wi < warps; ++wi) {
     sum += partial[first_warp + wi][i * kRows + r];
     if constexpr (kSwiglu) up += partial[first_warp + wi][i * kRows + kOut + r];
-    if constexpr (kNorm) ss += partial[first_warp + wi][M * kRows + i];
-  }
-  if constexpr (kNorm) {
-    const float inv = rsqrtf(ss / static_cast<float>(k) + norm.eps);
-    sum *= inv;
-    up *= inv;
   }
   const int64_t at = static_cast<int64_t>(i) * n + col;
   if constexpr (kSwiglu) {
@@ -217,21 +117,20 @@ int sm_count() {
   return count;
 }
 
-template <int M, int kRows, bool kSwiglu, bool kNorm>
+template <int M, int kRows, bool kSwiglu>
 void launch_rows(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, int group_threads, void* out,
-                 bool out_f32, const GemvNorm& norm, cudaStream_t s) {
+                 bool out_f32, cudaStream_t s) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
   const int per_block = kThreads / group_threads * kOut;
   const int blocks = (n + per_block - 1) / per_block;
-  launch(gemv_kernel<M, kRows, kSwiglu, kNorm>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out, out_f32,
-         norm);
+  launch(gemv_kernel<M, kRows, kSwiglu>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out, out_f32);
 }
 
 // Picks the rows per group for a shape: the most (deepest load pipelines) that still gives the grid at least
 // four blocks per SM, so that small matrices spread over the whole GPU.
-template <int M, bool kSwiglu, bool kNorm, int... kChoices>
+template <int M, bool kSwiglu, int... kChoices>
 void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-              const GemvNorm& norm, cudaStream_t s) {
+              cudaStream_t s) {
   int group_threads = 32;
   while (group_threads < kThreads && group_threads * 2 <= k / 8) group_threads *= 2;
   const int groups = kThreads / group_threads;
@@ -243,20 +142,20 @@ void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, i
     if (launched) return;
     const int blocks = (n + groups * kOut - 1) / (groups * kOut);
     if (blocks >= want_blocks || kRows == std::min({kChoices...})) {
-      launch_rows<M, kRows, kSwiglu, kNorm>(x, m, ldx, w, n, k, group_threads, out, out_f32, norm, s);
+      launch_rows<M, kRows, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s);
       launched = true;
     }
   };
   (try_rows(std::integral_constant<int, kChoices>{}), ...);  // largest first
 }
 
-template <bool kSwiglu, bool kNorm>
+template <bool kSwiglu>
 void run(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-         const GemvNorm& norm, cudaStream_t s) {
-  if (m == 1) return dispatch<1, kSwiglu, kNorm, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, norm, s);
-  if (m == 2) return dispatch<2, kSwiglu, kNorm, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, norm, s);
-  if (m <= 4) return dispatch<4, kSwiglu, kNorm, 4, 2>(x, m, ldx, w, n, k, out, out_f32, norm, s);
-  return dispatch<8, kSwiglu, kNorm, 2>(x, m, ldx, w, n, k, out, out_f32, norm, s);
+         cudaStream_t s) {
+  if (m == 1) return dispatch<1, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m == 2) return dispatch<2, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m <= 4) return dispatch<4, kSwiglu, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  return dispatch<8, kSwiglu, 2>(x, m, ldx, w, n, k, out, out_f32, s);
 }
 
 }  // namespace
@@ -264,15 +163,13 @@ void run(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k,
 bool gemv_supported(int m, int k, int64_t ldx) { return m >= 1 && m <= 8 && k % 8 == 0 && ldx % 8 == 0; }
 
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-          cudaStream_t s, const GemvNorm* norm) {
-  if (norm != nullptr) return run<false, true>(x, m, ldx, w, n, k, out, out_f32, *norm, s);
-  run<false, false>(x, m, ldx, w, n, k, out, out_f32, GemvNorm{}, s);
+          cudaStream_t s) {
+  run<false>(x, m, ldx, w, n, k, out, out_f32, s);
 }
 
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
-                 cudaStream_t s, const GemvNorm* norm) {
-  if (norm != nullptr) return run<true, true>(x, m, ldx, w, inter, k, out, false, *norm, s);
-  run<true, false>(x, m, ldx, w, inter, k, out, false, GemvNorm{}, s);
+                 cudaStream_t s) {
+  run<true>(x, m, ldx, w, inter, k, out, false, s);
 }
 
 }  // namespace photon::cuda

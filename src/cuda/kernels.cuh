@@ -40,23 +40,13 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);
-/// The residual add + RMSNorm in front of a projection, fused into the GEMV: x is the residual stream, which becomes
-/// bf16(x + delta) (delta null: no add, x unchanged), and the product takes weight * x / rms(x) as its input.
-struct GemvNorm {
-  uint16_t* residual = nullptr;     ///< the same pointer as x
-  const uint16_t* delta = nullptr;  ///< [M, K], rows ldx apart, or null
-  const float* weight = nullptr;    ///< [K]
-  float eps = 0.0f;
-  unsigned* counter = nullptr;  ///< a device word that is 0 between launches (the kernel leaves it so)
-};
-/// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N]. With `norm`, x is
-/// first replaced as GemvNorm says.
+/// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N].
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-          cudaStream_t s, const GemvNorm* norm = nullptr);
+          cudaStream_t s);
 /// out[m, j] = silu(x[m] . w[j]) * (x[m] . w[inter + j]) for the stacked [gate; up] matrix w [2 * inter, K];
-/// out bf16 [M, inter]. Same shapes and `norm` as gemv.
+/// out bf16 [M, inter]. Same shapes as gemv.
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
-                 cudaStream_t s, const GemvNorm* norm = nullptr);
+                 cudaStream_t s);
 
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);

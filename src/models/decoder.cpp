@@ -341,16 +341,19 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(li)];
-    // proj holds the previous layer's MLP output (nothing to add before the first layer).
-    backend_.add_rms_norm_project(residual, li == 0 ? Tensor() : proj, w.input_norm, eps, w.qkv_proj,
-                                  Backend::Projection::kLinear, hidden, gate_up, qkv);
+    if (li == 0) {
+      backend_.rms_norm(residual, w.input_norm, eps, hidden);
+    } else {
+      backend_.add_rms_norm(residual, proj, w.input_norm, eps, hidden);  // proj holds the previous MLP output
+    }
+    backend_.linear(hidden, w.qkv_proj, qkv);
     backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
                                   q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
     if (comm_) comm_->all_reduce_sum(proj);  // row-parallel: each rank holds a partial sum over its heads
-    backend_.add_rms_norm_project(residual, proj, w.post_norm, eps, w.gate_up_proj, Backend::Projection::kSwiglu,
-                                  hidden, gate_up, mlp);
+    backend_.add_rms_norm(residual, proj, w.post_norm, eps, hidden);
+    backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
     backend_.linear(mlp, w.down_proj, proj);
     if (comm_) comm_->all_reduce_sum(proj);
   }
