@@ -257,10 +257,21 @@ TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   // Short chunks go to the decode kernel; a 100-token chunk (head_dim 64 / 128) to the tensor-core prefill kernel.
-  for (auto [hd, long_chunk] :
-       {std::pair{16, false}, {24, false}, {64, false}, {128, false}, {256, false}, {64, true}, {128, true}}) {
+  // KV heads 2, 1 and 4 of 4 query heads: GQA groups of 2, 4 and 1 in the decode kernel.
+  for (auto [hd, long_chunk, kv_heads] : {std::tuple{16, false, 2},
+                                          {24, false, 2},
+                                          {64, false, 2},
+                                          {128, false, 2},
+                                          {256, false, 2},
+                                          {64, true, 2},
+                                          {128, true, 2},
+                                          {64, false, 1},
+                                          {128, false, 1},
+                                          {64, false, 4},
+                                          {128, false, 4},
+                                          {128, true, 1}}) {
     std::mt19937 rng(static_cast<unsigned>(hd));
-    const int heads = 4, kv_heads = 2, bs = 4, num_blocks = 40;
+    const int heads = 4, bs = 4, num_blocks = 40;
     // Three sequences: a prompt, a chunk after cached context, and one decode token; blocks scattered.
     const std::vector<int32_t> ctx = {9, 300, 21};
     const std::vector<int32_t> q_lens = {9, long_chunk ? 100 : 5, 1};
@@ -364,7 +375,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     run(*b.cpu, DType::kF32, 300, cpu_out);
     run(*b.gpu, DType::kBF16, 0, gpu_out);      // one block per (token, head)
     run(*b.gpu, DType::kBF16, 300, gpu_split);  // keys split across blocks, then merged
-    INFO("head_dim " << hd << (long_chunk ? ", tensor-core prefill" : ""));
+    INFO("head_dim " << hd << ", " << kv_heads << " KV heads" << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);
   }
