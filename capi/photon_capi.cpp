@@ -156,19 +156,9 @@ photon_status photon_run_tensor_parallel_worker(const photon_engine_params* p) {
 photon_status photon_engine_create(const photon_engine_params* p, photon_engine** out) {
   if (out == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "out_engine is NULL");
   *out = nullptr;
-  if (p == nullptr)
-    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT,
-                       "params is NULL; start from "
-                       "photon_engine_params_default()");
-  if (p->struct_size < offsetof(photon_engine_params, model) + sizeof(p->model)) {
-    return fail_global(PHOTON_ERROR_INVALID_ARGUMENT,
-                       "params->struct_size is too small; initialise the struct "
-                       "with photon_engine_params_default()");
-  }
-  if (p->model == nullptr) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, "params->model is NULL");
+  if (const char* problem = params_problem(p)) return fail_global(PHOTON_ERROR_INVALID_ARGUMENT, problem);
   try {
-    const photon::EngineConfig c = engine_config(p);
-    auto engine = photon::Engine::create(c);
+    auto engine = photon::Engine::create(engine_config(p));
     if (!engine) return fail_global(to_c(engine.status().code()), engine.status().message());
     auto* handle = new photon_engine();
     handle->engine = std::move(*engine);

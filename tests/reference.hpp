@@ -1,11 +1,18 @@
-// Naive double-precision references for the kernel tests, and random inputs.
+// Naive double-precision references for the kernel tests, random inputs, and the greedy run of an engine over a
+// parity checkpoint's reference prompts.
 #pragma once
+
+#include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+#include <photon/engine.hpp>
 
 namespace photon::test {
 
@@ -31,6 +38,33 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   double d = 0.0;
   for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
   return d;
+}
+
+/// Runs every case of a parity checkpoint's reference.json (`ref`) greedily for `max_tokens` tokens (EOS ignored)
+/// and checks each output against transformers' ids.
+inline void check_greedy_against_reference(Engine& engine, const nlohmann::json& ref, int max_tokens) {
+  std::map<uint64_t, size_t> case_of;
+  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    case_of[engine.submit(ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>(), p).value()] = i;
+  }
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  while (engine.has_unfinished_requests()) {
+    REQUIRE(engine.step().is_ok());
+    for (auto& e : engine.poll()) {
+      CHECK(e.error.empty());
+      tokens[e.request_id].insert(tokens[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
+    }
+  }
+  REQUIRE(tokens.size() == case_of.size());
+  for (const auto& [id, got] : tokens) {
+    auto expected = ref["cases"][case_of.at(id)]["output_ids"].get<std::vector<int32_t>>();
+    expected.resize(static_cast<size_t>(max_tokens));
+    CHECK(got == expected);
+  }
 }
 
 }  // namespace photon::test

@@ -277,28 +277,7 @@ TEST_CASE("an engine split over CPU ranks gives the greedy tokens of one rank an
   auto engine = Engine::create(c);
   INFO(engine.status().to_string());
   REQUIRE(engine.is_ok());
-  std::map<uint64_t, size_t> case_of;
-  for (size_t i = 0; i < ref["cases"].size(); ++i) {
-    SamplingParams p;
-    p.temperature = 0.0f;
-    p.max_tokens = 16;
-    p.ignore_eos = true;
-    case_of[(*engine)->submit(ref["cases"][i]["prompt_ids"].get<std::vector<int32_t>>(), p).value()] = i;
-  }
-  std::map<uint64_t, std::vector<int32_t>> tokens;
-  while ((*engine)->has_unfinished_requests()) {
-    REQUIRE((*engine)->step().is_ok());
-    for (auto& e : (*engine)->poll()) {
-      CHECK(e.error.empty());
-      tokens[e.request_id].insert(tokens[e.request_id].end(), e.token_ids.begin(), e.token_ids.end());
-    }
-  }
-  REQUIRE(tokens.size() == case_of.size());
-  for (const auto& [id, got] : tokens) {
-    auto expected = ref["cases"][case_of.at(id)]["output_ids"].get<std::vector<int32_t>>();
-    expected.resize(16);
-    CHECK(got == expected);
-  }
+  test::check_greedy_against_reference(**engine, ref, 16);
 }
 
 TEST_CASE("an engine refuses a tensor-parallel size the model cannot take") {

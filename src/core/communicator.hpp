@@ -9,6 +9,8 @@
 
 #include <photon/status.hpp>
 
+#include <utility>
+
 #include "core/tensor.hpp"
 
 namespace photon {
@@ -23,7 +25,22 @@ class Communicator {
   /// out (contiguous, size() times the elements of `in`) = every rank's `in` one after another, in rank order.
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
   /// The first error since the last call; clears it.
-  virtual Status take_error() = 0;
+  Status take_error() {
+    Status s = std::move(error_);
+    error_ = Status::ok();
+    return s;
+  }
+
+ protected:
+  /// Keeps the first error for take_error(); returns whether `s` is ok.
+  bool record(Status s) {
+    if (s.is_ok()) return true;
+    if (error_.is_ok()) error_ = std::move(s);
+    return false;
+  }
+
+ private:
+  Status error_;
 };
 
 }  // namespace photon

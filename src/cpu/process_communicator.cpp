@@ -59,29 +59,15 @@ class ProcessCommunicator final : public Communicator {
     std::memcpy(out.raw(), result_.data(), out.nbytes());
   }
 
-  Status take_error() override {
-    Status s = std::move(error_);
-    error_ = Status::ok();
-    return s;
-  }
-
  private:
   bool check_f32(const Tensor& t, const char* op) {
     if (t.dtype() == DType::kF32 && t.is_contiguous()) return true;
     return record(
         Status(StatusCode::kUnsupported, fmt::format("{} between CPU processes takes contiguous f32 tensors", op)));
   }
-  // Keeps the first error; returns whether `s` is ok.
-  bool record(Status s) {
-    if (s.is_ok()) return true;
-    if (error_.is_ok()) error_ = std::move(s);
-    return false;
-  }
-
   ProcessGroup& group_;
   std::vector<std::vector<uint8_t>> parts_;
   std::vector<uint8_t> result_;
-  Status error_;
 };
 
 }  // namespace

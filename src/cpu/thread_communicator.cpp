@@ -54,25 +54,15 @@ class ThreadCommunicator final : public Communicator {
     g.barrier.arrive_and_wait();
   }
 
-  Status take_error() override {
-    Status s = std::move(error_);
-    error_ = Status::ok();
-    return s;
-  }
-
  private:
   bool check_f32(const Tensor& t, const char* op) {
     if (t.dtype() == DType::kF32 && t.is_contiguous()) return true;
     record(Status(StatusCode::kUnsupported, fmt::format("{} between CPU ranks takes contiguous f32 tensors", op)));
     return false;
   }
-  void record(Status s) {
-    if (error_.is_ok()) error_ = std::move(s);
-  }
 
   std::shared_ptr<Group> group_;
   int rank_;
-  Status error_;
 };
 
 }  // namespace

@@ -69,11 +69,6 @@ class NcclCommunicator final : public Communicator {
     record(nccl_status(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.numel()), type, comm_, stream_),
                        "ncclAllGather"));
   }
-  Status take_error() override {
-    Status s = std::move(error_);
-    error_ = Status::ok();
-    return s;
-  }
 
  private:
   bool nccl_type(const Tensor& t, ncclDataType_t& type) {
@@ -97,15 +92,11 @@ class NcclCommunicator final : public Communicator {
     }
     return true;
   }
-  void record(Status s) {
-    if (!s.is_ok() && error_.is_ok()) error_ = std::move(s);
-  }
 
   std::shared_ptr<CommGroup> group_;
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_;
-  Status error_;
 };
 
 Result<cudaStream_t> stream_of(Backend& backend) {
