@@ -68,33 +68,37 @@ TEST_CASE("a process group joins its ranks and carries broadcasts and gathers") 
     CHECK(groups[static_cast<size_t>(r)]->rank() == r);
     CHECK(groups[static_cast<size_t>(r)]->size() == 3);
   }
-  // Broadcast of a large message, then an empty one, then a gather.
+  // Broadcast of a large message, then an empty one, then a gather. Catch2 assertions are not thread-safe: the
+  // threads record what they saw and the test checks it once they are done.
   std::vector<uint8_t> big(3 << 20);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
   auto sent = std::async(std::launch::async, [&] {
     std::vector<uint8_t> copy = big, none;
-    REQUIRE(groups[0]->broadcast(copy).is_ok());
-    REQUIRE(groups[0]->broadcast(none).is_ok());
     std::vector<std::vector<uint8_t>> all;
     const std::vector<uint8_t> mine = {0};
-    REQUIRE(groups[0]->gather(mine, &all).is_ok());
-    return all;
+    const bool ok = groups[0]->broadcast(copy).is_ok() && groups[0]->broadcast(none).is_ok() &&
+                    groups[0]->gather(mine, &all).is_ok();
+    return std::make_pair(ok, all);
   });
+  std::vector<std::vector<uint8_t>> got(3), empty(3, std::vector<uint8_t>{1, 2});
+  std::vector<int> ok(3, 0);
   std::vector<std::thread> others;
   for (int r = 1; r < 3; ++r) {
     others.emplace_back([&, r] {
-      ProcessGroup& g = *groups[static_cast<size_t>(r)];
-      std::vector<uint8_t> got, empty = {1, 2};
-      CHECK(g.broadcast(got).is_ok());
-      CHECK(got == big);
-      CHECK(g.broadcast(empty).is_ok());
-      CHECK(empty.empty());
-      const std::vector<uint8_t> mine(static_cast<size_t>(r) * 5, static_cast<uint8_t>(r));
-      CHECK(g.gather(mine, nullptr).is_ok());
+      const auto u = static_cast<size_t>(r);
+      ProcessGroup& g = *groups[u];
+      const std::vector<uint8_t> mine(u * 5, static_cast<uint8_t>(r));
+      ok[u] = g.broadcast(got[u]).is_ok() && g.broadcast(empty[u]).is_ok() && g.gather(mine, nullptr).is_ok();
     });
   }
   for (auto& t : others) t.join();
-  const auto all = sent.get();
+  const auto [root_ok, all] = sent.get();
+  CHECK(root_ok);
+  for (size_t r = 1; r < 3; ++r) {
+    CHECK(ok[r] == 1);
+    CHECK(got[r] == big);
+    CHECK(empty[r].empty());
+  }
   REQUIRE(all.size() == 3);
   CHECK(all[0] == std::vector<uint8_t>{0});
   CHECK(all[1] == std::vector<uint8_t>(5, 1));
@@ -169,6 +173,7 @@ TEST_CASE("collectives relayed through rank 0 equal the in-process ones bit for 
   std::vector<std::vector<float>> inputs;
   for (int r = 0; r < n; ++r) inputs.push_back(test::random_floats(1001, rng));
   std::vector<std::vector<float>> reduced_proc(n), reduced_thread(n), gathered(n);
+  std::vector<int> errors(n, 0);  // checked after the threads are done (Catch2 assertions are not thread-safe)
   const auto run = [&](int r, Communicator& comm, std::vector<float>& reduced, bool gather) {
     Tensor x = Tensor::empty({1001}, DType::kF32, default_cpu_allocator()).value();
     std::copy(inputs[static_cast<size_t>(r)].begin(), inputs[static_cast<size_t>(r)].end(), x.data<float>());
@@ -181,7 +186,7 @@ TEST_CASE("collectives relayed through rank 0 equal the in-process ones bit for 
       comm.all_gather(in, out);
       gathered[static_cast<size_t>(r)].assign(out.data<float>(), out.data<float>() + n * 7);
     }
-    CHECK(comm.take_error().is_ok());
+    if (!comm.take_error().is_ok()) ++errors[static_cast<size_t>(r)];
   };
   std::vector<std::thread> ts;
   std::vector<std::unique_ptr<Communicator>> procs;
@@ -197,6 +202,7 @@ TEST_CASE("collectives relayed through rank 0 equal the in-process ones bit for 
   }
   for (auto& t : ts) t.join();
   for (int r = 0; r < n; ++r) {
+    CHECK(errors[static_cast<size_t>(r)] == 0);
     CHECK(reduced_proc[static_cast<size_t>(r)] == reduced_thread[0]);
     CHECK(reduced_thread[static_cast<size_t>(r)] == reduced_thread[0]);
     for (int q = 0; q < n; ++q)
@@ -245,15 +251,46 @@ TEST_CASE("an engine whose second rank is another process's worker gives transfo
   EngineConfig worker_config = c;
   worker_config.rank = 1;
   auto worker = std::async(std::launch::async, [&] { return run_tensor_parallel_worker(worker_config); });
+  EngineStats stats;
   {
     auto engine = Engine::create(c);
     INFO(engine.status().to_string());
     REQUIRE(engine.is_ok());
     test::check_greedy_against_reference(**engine, ref, 16);
+    stats = (*engine)->stats();
   }  // destroying rank 0's engine stops the worker
   const Status done = worker.get();
   INFO(done.to_string());
   CHECK(done.is_ok());
+  // Memory figures count the whole group, as one process with two rank threads reports them.
+  EngineConfig threads = c;
+  threads.dist_init_addr.clear();
+  const EngineStats one_process = Engine::create(threads).value()->stats();
+  CHECK(stats.weight_bytes == one_process.weight_bytes);
+  CHECK(stats.kv_cache_bytes == one_process.kv_cache_bytes);
+  CHECK(stats.workspace_bytes == one_process.workspace_bytes);
+  CHECK(stats.num_kv_blocks == one_process.num_kv_blocks);
+}
+
+TEST_CASE("a worker whose rank 0 never comes gives up with an error that names the address") {
+  EngineConfig c;
+  c.model = kParity + "llama3-gqa-tied-ropescaled";
+  c.num_kv_blocks = 40;
+  c.tensor_parallel_size = 2;
+  c.dist_init_addr = free_address();
+  c.rank = 1;
+  // The join waits up to 300 s by default; a rank 0 that exits early closes the connection instead, which is what
+  // this checks: rank 0 joins, then goes away before the model is agreed on.
+  auto rank0 = std::async(std::launch::async, [&] { return ProcessGroup::join(c.dist_init_addr, 0, 2, 10s); });
+  auto worker = std::async(std::launch::async, [&] { return run_tensor_parallel_worker(c); });
+  {
+    auto g = rank0.get();
+    REQUIRE(g.is_ok());
+  }  // rank 0 leaves
+  const Status s = worker.get();
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.code() == StatusCode::kIoError);
+  CHECK(s.message().find("tensor-parallel rank 1") != std::string::npos);
 }
 
 TEST_CASE("multi-process roles are checked: rank 0 builds the engine, the others serve") {

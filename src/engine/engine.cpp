@@ -499,8 +499,10 @@ void Engine::Impl::refresh_stats() {
   e.kv_capacity_tokens = static_cast<int64_t>(s.num_blocks) * e.block_size;
   e.kv_usage = scheduler->block_manager().usage();
   e.weight_bytes = weight_bytes;
-  e.kv_cache_bytes = runner->kv_cache_bytes();
-  e.workspace_bytes = runner->workspace_bytes();
+  // The processes of a multi-process group hold equal shares (same block count, same head counts per rank).
+  const uint64_t processes = group ? static_cast<uint64_t>(group->size()) : 1;
+  e.kv_cache_bytes = runner->kv_cache_bytes() * processes;
+  e.workspace_bytes = runner->workspace_bytes() * processes;
   e.peak_device_bytes = 0;
   for (const auto& b : backends)
     e.peak_device_bytes = std::max<uint64_t>(e.peak_device_bytes, b->allocator().peak_bytes());

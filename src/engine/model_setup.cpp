@@ -92,26 +92,32 @@ Result<int64_t> kv_blocks(const EngineConfig& config, Backend& backend, uint64_t
                            static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
 }
 
-// The smallest of every process's block count, agreed through the group (each rank's cache must hold the same
-// blocks: block ids are shared).
-Result<int64_t> agree_on_blocks(ProcessGroup& group, int64_t mine) {
-  std::vector<uint8_t> bytes(sizeof(int64_t));
+// What the processes of a group agree on once their models are loaded: the KV block count (the smallest any rank
+// can hold: block ids must mean the same everywhere) and the weight bytes of the whole group.
+struct GroupTotals {
+  int64_t num_blocks = 0;
+  uint64_t weight_bytes = 0;
+};
+
+Result<GroupTotals> agree(ProcessGroup& group, GroupTotals mine) {
+  std::vector<uint8_t> bytes(sizeof(GroupTotals));
   std::memcpy(bytes.data(), &mine, sizeof(mine));
   std::vector<std::vector<uint8_t>> all;
   PHOTON_RETURN_IF_ERROR(group.gather(bytes, &all).with_context("agreeing on the KV cache size"));
   if (group.rank() == 0) {
-    int64_t least = mine;
+    GroupTotals totals{mine.num_blocks, 0};
     for (const auto& b : all) {
-      int64_t v = 0;
-      if (b.size() != sizeof(v)) return Status(StatusCode::kInternal, "a rank sent a malformed KV block count");
-      std::memcpy(&v, b.data(), sizeof(v));
-      least = std::min(least, v);
+      GroupTotals theirs;
+      if (b.size() != sizeof(theirs)) return Status(StatusCode::kInternal, "a rank sent malformed totals");
+      std::memcpy(&theirs, b.data(), sizeof(theirs));
+      totals.num_blocks = std::min(totals.num_blocks, theirs.num_blocks);
+      totals.weight_bytes += theirs.weight_bytes;
     }
-    std::memcpy(bytes.data(), &least, sizeof(least));
+    std::memcpy(bytes.data(), &totals, sizeof(totals));
   }
   PHOTON_RETURN_IF_ERROR(group.broadcast(bytes).with_context("agreeing on the KV cache size"));
-  if (bytes.size() != sizeof(int64_t)) return Status(StatusCode::kInternal, "rank 0 sent a malformed block count");
-  int64_t agreed = 0;
+  GroupTotals agreed;
+  if (bytes.size() != sizeof(agreed)) return Status(StatusCode::kInternal, "rank 0 sent malformed totals");
   std::memcpy(&agreed, bytes.data(), sizeof(agreed));
   return agreed;
 }
@@ -244,7 +250,9 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
   PHOTON_ASSIGN_OR_RETURN(int64_t num_blocks,
                           kv_blocks(config, first, per_block, sharing, blocks_per_seq, &budget_hint));
   if (distributed) {
-    PHOTON_ASSIGN_OR_RETURN(num_blocks, agree_on_blocks(*local.group, num_blocks));
+    PHOTON_ASSIGN_OR_RETURN(const GroupTotals totals, agree(*local.group, {num_blocks, local.weight_bytes}));
+    num_blocks = totals.num_blocks;
+    local.weight_bytes = totals.weight_bytes;
   }
   const int64_t capacity = num_blocks * config.block_size;
   if (capacity < max_model_len) {
