@@ -63,7 +63,7 @@ struct EngineConfig {
   /// travels over this connection), rank 0's relay on the CPU. Empty: all ranks are threads of this process.
   std::string dist_init_addr;
   /// This process's rank (0 .. tensor_parallel_size - 1) when dist_init_addr is set. On GPUs rank r uses GPU
-  /// (r mod the GPUs it sees), after the "cuda:N" offset.
+  /// N + (r mod the GPUs from N on) for device "cuda:N" (N = 0 for "cuda").
   int32_t rank = 0;
   /// Exact number of KV blocks; overrides both budgets above when positive.
   int64_t num_kv_blocks = 0;

@@ -30,27 +30,31 @@ Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
   return *d;
 }
 
-// "cpu", "cuda" or "cuda:N"; tensor-parallel rank r of a GPU group takes the r-th GPU from N on.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int rank) {
+// The N of "cuda:N" (0 for "cuda"); an error for anything else that starts with "cuda".
+Result<int> first_gpu(const std::string& device) {
+  if (device == "cuda") return 0;
+  const std::string n = device.substr(5);
+  if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("device '{}' is not cuda:N", device));
+  }
+  return std::stoi(n);
+}
+
+// "cpu", "cuda" or "cuda:N"; GPU `offset` from N on.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int offset) {
   if (device == "cpu") return make_cpu_backend(default_cpu_allocator());
   if (device == "cuda" || device.starts_with("cuda:")) {
+    PHOTON_ASSIGN_OR_RETURN(const int first, first_gpu(device));
 #if defined(PHOTON_WITH_CUDA)
-    int index = 0;
-    if (device.size() > 5) {
-      const std::string n = device.substr(5);
-      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 4) {
-        return Status(StatusCode::kInvalidArgument, fmt::format("device '{}' is not cuda:N", device));
-      }
-      index = std::stoi(n);
-    }
-    auto backend = make_cuda_backend(index + rank);
-    if (!backend && rank > 0) {
+    auto backend = make_cuda_backend(first + offset);
+    if (!backend && offset > 0) {
       return backend.status().with_context(
-          fmt::format("tensor-parallel rank {} (lower the tensor-parallel size to the GPUs there are)", rank));
+          fmt::format("GPU {} (lower the tensor-parallel size to the GPUs there are)", first + offset));
     }
     return backend;
 #else
-    (void)rank;
+    (void)first;
+    (void)offset;
     return Status(StatusCode::kUnsupported,
                   "this build has no CUDA backend (configure with -DPHOTON_CUDA=ON and a "
                   "CUDA toolkit); use device \"cpu\"");
@@ -162,11 +166,14 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
   const auto rank_context = [&](int r) { return fmt::format("tensor-parallel rank {}", r); };
 
   for (int r : hosted) {
-    // One GPU per rank: in one process the ranks take consecutive GPUs; in a group of processes rank r takes the
-    // (r mod GPUs-visible)-th, so that ranks placed host by host fill each host's GPUs.
-    int index = r;
-    if (distributed && config.device != "cpu") index = r % std::max(1, cuda_device_count());
-    auto backend = make_backend(config.device, index);
+    // One GPU per rank, from the device's N on: in one process the ranks take consecutive GPUs; in a group of
+    // processes rank r takes GPU N + (r mod the GPUs from N on), so that ranks placed host by host fill each host.
+    int offset = r;
+    if (distributed && config.device != "cpu") {
+      PHOTON_ASSIGN_OR_RETURN(const int first, first_gpu(config.device));
+      offset = r % std::max(1, cuda_device_count() - first);
+    }
+    auto backend = make_backend(config.device, offset);
     if (!backend) return tp == 1 ? backend.status() : backend.status().with_context(rank_context(r));
     local.backends.push_back(std::move(*backend));
   }
