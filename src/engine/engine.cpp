@@ -178,7 +178,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   m.backend = m.backends[0].get();
   m.weight_bytes = local.weight_bytes;
   const DecoderLimits limits = local.limits;
-  const int32_t max_model_len = local.max_model_len;
+  const auto max_model_len = static_cast<int32_t>(limits.max_seq_len);
   const int64_t num_blocks = local.num_blocks;
   m.runner = std::make_unique<ModelRunner>(std::move(local.ranks), m.group.get());
 

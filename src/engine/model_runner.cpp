@@ -29,7 +29,9 @@ namespace {
 constexpr uint32_t kBatchMessage = 0x42415443;  // "BATC"
 constexpr uint32_t kStopMessage = 0x53544f50;   // "STOP"
 
-void for_each_array(ForwardBatch& b, const auto& f) {
+// Calls f on each index array of a batch (const or not), in message order.
+template <typename Batch, typename F>
+void for_each_array(Batch& b, const F& f) {
   f(b.token_ids);
   f(b.positions);
   f(b.slot_mapping);
@@ -52,7 +54,7 @@ void put_u32(std::vector<uint8_t>& out, uint32_t v) { put(out, &v, sizeof(v)); }
 void serialize_batch(const ForwardBatch& batch, std::vector<uint8_t>& out) {
   out.clear();
   put_u32(out, kBatchMessage);
-  for_each_array(const_cast<ForwardBatch&>(batch), [&](const std::vector<int32_t>& a) {
+  for_each_array(batch, [&](const std::vector<int32_t>& a) {
     put_u32(out, static_cast<uint32_t>(a.size()));
     put(out, a.data(), a.size() * sizeof(int32_t));
   });

@@ -231,7 +231,6 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
     }
     max_model_len = config.max_model_len;
   }
-  local.max_model_len = max_model_len;
   DecoderLimits& limits = local.limits;
   limits.max_num_tokens = config.max_num_batched_tokens;
   limits.max_num_seqs = config.max_num_seqs;

@@ -24,9 +24,8 @@ struct LocalModel {
   std::vector<std::unique_ptr<Communicator>> communicators;
   std::vector<ModelRank> ranks;
   uint64_t weight_bytes = 0;  ///< over every rank of the group (those hosted here, and in a multi-process group all)
-  DecoderLimits limits;
-  int32_t max_model_len = 0;
-  int64_t num_blocks = 0;  ///< KV blocks per rank, the same on every rank of the group
+  DecoderLimits limits;       ///< limits.max_seq_len is the engine's max_model_len
+  int64_t num_blocks = 0;     ///< KV blocks per rank, the same on every rank of the group
 };
 
 /// Validates the sizes in `config` against `mc` and builds this process's ranks: every rank when
