@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -260,6 +261,128 @@ TEST_CASE("GPU ranks over NCCL reproduce one GPU's logits within bf16 rounding",
     CHECK(mean < 0.02);
     CHECK(max_abs_diff(got[0], ref) < 0.25);
     for (size_t r = 1; r < got.size(); ++r) CHECK(got[r] == got[0]);  // every rank ends with the same logits
+  }
+}
+TEST_CASE("GPU all-reduce sums exactly on every path, eagerly and in replayed graphs", "[cuda][tp]") {
+  const int gpus = cuda_device_count();
+  if (gpus < 2) SKIP("tensor parallelism on GPUs needs at least 2 visible GPUs (" << gpus << " here)");
+  const int size = GENERATE(2, 4);
+  if (size > gpus) SKIP(size << " ranks need " << size << " GPUs");
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<Backend*> raw;
+  for (int r = 0; r < size; ++r) {
+    backends.push_back(make_cuda_backend(r).value());
+    raw.push_back(backends.back().get());
+  }
+  auto made = make_nccl_communicators(raw);
+  INFO(made.status().to_string());
+  REQUIRE(made.is_ok());
+  std::vector<std::unique_ptr<Communicator>> comms = std::move(*made);
+  const auto ranks = static_cast<size_t>(size);
+
+  // Runs `body` on every rank at once, one thread each; then checks the rank's errors.
+  auto on_ranks = [&](const std::function<void(size_t)>& body) {
+    std::vector<Status> status(ranks);
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        status[r] = backends[r]->make_current();
+        if (!status[r].is_ok()) return;
+        body(r);
+        backends[r]->synchronize();
+        status[r] = comms[r]->take_error();
+        if (status[r].is_ok()) status[r] = backends[r]->take_error();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& s : status) {
+      INFO(s.to_string());
+      REQUIRE(s.is_ok());
+    }
+  };
+
+  // Byte counts around the peer path's limits: one vector, one 8 KB chunk, several chunks with a partial last one,
+  // exactly 1 MiB, just over (NCCL), and messages that are not whole 16-byte vectors (NCCL). Small integers keep
+  // every sum exact, so every path must give the exact result, on every rank.
+  for (const DType dtype : {DType::kBF16, DType::kF32}) {
+    for (const size_t bytes : {16, 8192, 3 * 8192 + 16, 1 << 20, (1 << 20) + 16, 24, 2000}) {
+      const size_t esize = dtype_size(dtype);
+      const auto elems = static_cast<int64_t>(bytes / esize);
+      INFO(size << " ranks, " << elems << " " << dtype_name(dtype) << " elements");
+      std::vector<std::vector<uint8_t>> inputs(ranks, std::vector<uint8_t>(bytes));
+      std::vector<float> sum(static_cast<size_t>(elems), 0.0f);
+      std::mt19937 rng(7);
+      for (auto& in : inputs) {
+        for (size_t i = 0; i < sum.size(); ++i) {
+          const float v = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+          sum[i] += v;
+          uint32_t bits = 0;
+          std::memcpy(&bits, &v, 4);
+          if (dtype == DType::kF32) {
+            std::memcpy(in.data() + 4 * i, &bits, 4);
+          } else {
+            const auto half = static_cast<uint16_t>(bits >> 16);  // small integers are exact in bf16
+            std::memcpy(in.data() + 2 * i, &half, 2);
+          }
+        }
+      }
+      auto value = [&](const std::vector<uint8_t>& out, size_t i) {
+        uint32_t bits = 0;
+        if (dtype == DType::kF32) {
+          std::memcpy(&bits, out.data() + 4 * i, 4);
+        } else {
+          uint16_t half = 0;
+          std::memcpy(&half, out.data() + 2 * i, 2);
+          bits = static_cast<uint32_t>(half) << 16;
+        }
+        float v = 0;
+        std::memcpy(&v, &bits, 4);
+        return v;
+      };
+      std::vector<Tensor> xs;
+      for (size_t r = 0; r < ranks; ++r) {
+        REQUIRE(backends[r]->make_current().is_ok());
+        xs.push_back(Tensor::empty({elems}, dtype, backends[r]->allocator()).value());
+      }
+      std::vector<std::vector<uint8_t>> out(ranks, std::vector<uint8_t>(bytes));
+      auto check = [&](float factor) {
+        for (size_t r = 0; r < ranks; ++r) {
+          INFO("rank " << r);
+          for (size_t i = 0; i < sum.size(); ++i) REQUIRE(value(out[r], i) == sum[i] * factor);
+        }
+      };
+      // Eagerly, three times over (the peer path alternates its buffers from call to call).
+      for (int round = 0; round < 3; ++round) {
+        on_ranks([&](size_t r) {
+          backends[r]->copy_to_device(inputs[r].data(), xs[r], bytes);
+          comms[r]->all_reduce_sum(xs[r]);
+          backends[r]->copy_to_host(xs[r], out[r].data(), bytes);
+        });
+        check(1.0f);
+      }
+      // Two all-reduces captured in a graph per rank, replayed three times: x ends as size^5 times the sum.
+      std::vector<int> graph(ranks, -1);
+      on_ranks([&](size_t r) {
+        Backend& b = *backends[r];
+        b.copy_to_device(inputs[r].data(), xs[r], bytes);
+        b.synchronize();
+        if (!b.begin_capture().is_ok()) return;
+        comms[r]->all_reduce_sum(xs[r]);
+        comms[r]->all_reduce_sum(xs[r]);
+        auto id = b.end_capture();
+        if (!id.is_ok()) return;
+        graph[r] = *id;
+        for (int k = 0; k < 3; ++k) {
+          if (!b.launch_graph(graph[r]).is_ok()) return;
+        }
+        b.copy_to_host(xs[r], out[r].data(), bytes);
+      });
+      for (size_t r = 0; r < ranks; ++r) {
+        REQUIRE(graph[r] >= 0);
+        backends[r]->destroy_graph(graph[r]);
+      }
+      check(static_cast<float>(std::pow(size, 5)));
+    }
   }
 }
 #endif

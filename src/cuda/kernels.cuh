@@ -69,4 +69,21 @@ struct SampleArgs {
 };
 void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
 
+/// Where the one-shot all-reduce between the GPUs of one process finds every rank's workspace: base[r] is rank r's
+/// peer_all_reduce_workspace_bytes(size) bytes of device memory on its own GPU, zeroed before first use, readable and
+/// writable from every other rank's GPU (peer access enabled).
+struct PeerAllReduceBuffers {
+  static constexpr int kMaxRanks = 8;
+  void* base[kMaxRanks];
+  int rank;
+  int size;
+};
+size_t peer_all_reduce_workspace_bytes(int size);
+/// Whether peer_all_reduce takes this message: 16-byte aligned, a multiple of 16 bytes, at most 1 MiB.
+bool peer_all_reduce_fits(const void* x, size_t bytes);
+/// x (bf16, or f32 when `f32`) = the sum over the ranks of their x, in place; every rank gets the same bits. Every
+/// rank must issue the same calls in the same order (as for NCCL); a rank that never arrives stops the kernel with a
+/// device error after two minutes instead of hanging.
+void peer_all_reduce(void* x, size_t bytes, bool f32, const PeerAllReduceBuffers& buffers, cudaStream_t s);
+
 }  // namespace photon::cuda

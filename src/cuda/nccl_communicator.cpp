@@ -3,13 +3,16 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/logging.hpp"
 #include "core/process_group.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/kernels.cuh"
 
 namespace photon {
 namespace {
@@ -20,13 +23,14 @@ Status nccl_status(ncclResult_t r, const char* what) {
                 fmt::format("{} failed: {} (set NCCL_DEBUG=WARN for details)", what, ncclGetErrorString(r)));
 }
 
-// The NCCL communicators of one process's ranks (one per GPU). Tearing one down is collective (ncclCommDestroy
-// finalizes, which waits for every rank), so they are destroyed together, each on a thread of its own, once the last
-// rank's Communicator is gone.
+// The NCCL communicators of one process's ranks (one per GPU), and the workspaces of the peer all-reduce when the
+// GPUs reach each other's memory. Tearing one down is collective (ncclCommDestroy finalizes, which waits for every
+// rank), so they are destroyed together, each on a thread of its own, once the last rank's Communicator is gone.
 struct CommGroup {
   std::vector<ncclComm_t> comms;
   std::vector<int> devices;
   std::vector<cudaStream_t> streams;
+  std::vector<void*> peer_workspaces;  // one per rank on its GPU, or empty: NCCL only
   ~CommGroup() {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < comms.size(); ++i) {
@@ -34,11 +38,71 @@ struct CommGroup {
         cudaSetDevice(devices[i]);
         cudaStreamSynchronize(streams[i]);
         ncclCommDestroy(comms[i]);
+        if (i < peer_workspaces.size()) cudaFree(peer_workspaces[i]);
       });
     }
     for (std::thread& t : threads) t.join();
   }
 };
+
+// Messages up to 1 MiB (decode steps' hidden states) go through the one-shot peer all-reduce when every pair of
+// GPUs has peer access, unless PHOTON_PEER_ALL_REDUCE=0. Returns why not, or fills group.peer_workspaces.
+Status setup_peer_all_reduce(CommGroup& group) {
+  const int n = static_cast<int>(group.devices.size());
+  if (const char* env = std::getenv("PHOTON_PEER_ALL_REDUCE"); env != nullptr && std::strcmp(env, "0") == 0) {
+    return Status(StatusCode::kUnsupported, "PHOTON_PEER_ALL_REDUCE=0");
+  }
+  if (n > cuda::PeerAllReduceBuffers::kMaxRanks) {
+    return Status(StatusCode::kUnsupported, fmt::format("{} GPUs (at most {})", n, cuda::PeerAllReduceBuffers::kMaxRanks));
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      int ok = 0;
+      if (i != j && (cudaDeviceCanAccessPeer(&ok, group.devices[i], group.devices[j]) != cudaSuccess || ok == 0)) {
+        return Status(StatusCode::kUnsupported,
+                      fmt::format("GPU {} cannot access GPU {}'s memory", group.devices[i], group.devices[j]));
+      }
+    }
+  }
+  int current = 0;
+  cudaGetDevice(&current);
+  Status status = Status::ok();
+  const size_t bytes = cuda::peer_all_reduce_workspace_bytes(n);
+  for (int i = 0; i < n && status.is_ok(); ++i) {
+    cudaSetDevice(group.devices[i]);
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(group.devices[j], 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();  // not an error: another group enabled it
+      } else if (e != cudaSuccess) {
+        status = Status(StatusCode::kUnsupported, fmt::format("enabling peer access from GPU {} to GPU {}: {}",
+                                                              group.devices[i], group.devices[j], cudaGetErrorString(e)));
+      }
+    }
+    void* workspace = nullptr;
+    if (status.is_ok() && cudaMalloc(&workspace, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      status = Status(StatusCode::kOutOfMemory,
+                      fmt::format("{} bytes for the peer all-reduce on GPU {}", bytes, group.devices[i]));
+    }
+    if (workspace == nullptr) continue;
+    group.peer_workspaces.push_back(workspace);
+    if (cudaMemset(workspace, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+      status = Status(StatusCode::kInternal, fmt::format("clearing the peer all-reduce workspace on GPU {}",
+                                                          group.devices[i]));
+    }
+  }
+  if (!status.is_ok()) {
+    for (size_t i = 0; i < group.peer_workspaces.size(); ++i) {
+      cudaSetDevice(group.devices[i]);
+      cudaFree(group.peer_workspaces[i]);
+    }
+    group.peer_workspaces.clear();
+  }
+  cudaSetDevice(current);
+  return status;
+}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -48,7 +112,12 @@ class NcclCommunicator final : public Communicator {
         comm_(group_->comms[index]),
         stream_(group_->streams[index]),
         rank_(rank),
-        size_(size) {}
+        size_(size) {
+    peer_.rank = rank;
+    peer_.size = size;
+    has_peer_ = !group_->peer_workspaces.empty();
+    for (size_t r = 0; r < group_->peer_workspaces.size(); ++r) peer_.base[r] = group_->peer_workspaces[r];
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -56,6 +125,11 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_sum(Tensor& x) override {
     ncclDataType_t type = ncclFloat32;
     if (!nccl_type(x, type)) return;
+    const size_t bytes = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
+    if (has_peer_ && type != ncclFloat16 && cuda::peer_all_reduce_fits(x.raw(), bytes)) {
+      cuda::peer_all_reduce(x.raw(), bytes, type == ncclFloat32, peer_, stream_);
+      return;
+    }
     record(nccl_status(ncclAllReduce(x.raw(), x.raw(), static_cast<size_t>(x.numel()), type, ncclSum, comm_, stream_),
                        "ncclAllReduce"));
   }
@@ -97,6 +171,8 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_;
+  bool has_peer_ = false;
+  cuda::PeerAllReduceBuffers peer_{};
 };
 
 Result<cudaStream_t> stream_of(Backend& backend) {
@@ -122,6 +198,13 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   group->comms = std::move(comms);
   group->devices = std::move(devices);
   group->streams = std::move(streams);
+  if (n > 1) {
+    if (Status peer = setup_peer_all_reduce(*group); peer.is_ok()) {
+      log::info("tensor parallel: one-shot peer all-reduce for messages up to 1 MiB over {} GPUs", n);
+    } else {
+      log::info("tensor parallel: NCCL for every all-reduce ({})", peer.message());
+    }
+  }
   std::vector<std::unique_ptr<Communicator>> out;
   out.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(group, static_cast<size_t>(r), r, n));

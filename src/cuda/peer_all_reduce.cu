@@ -1,0 +1,148 @@
+// One-shot all-reduce between the GPUs of one process over peer-mapped memory (NVLink), for decode-sized messages
+// where NCCL's per-call cost (tens of microseconds inside a CUDA graph) dwarfs the transfer.
+//
+// Each rank's workspace (on its own GPU, mapped into every peer) holds receive slots [parity][source rank][block],
+// arrival flags with the same index, and per-block call counters. Block b of every rank owns bytes
+// [b * kChunkBytes, (b + 1) * kChunkBytes) of the message and runs independently of the other blocks:
+//   1. push its chunk into slot [p][rank][b] of every peer (plain stores over NVLink);
+//   2. publish flag [p][rank][b] = call number on every peer (release, system scope), then wait until every peer's
+//      flag [p][peer][b] in its own workspace shows the same call number (acquire);
+//   3. sum the chunks in rank order in f32 and write the result in place — every rank computes the same bits.
+// The call number comes from block b's counter, which only block b reads and writes, so every rank numbers its calls
+// alike (all ranks issue the same collectives in the same order) and graph replays keep counting. Slots alternate
+// with the call number's parity: a rank can only reach call c + 2 after every peer published call c + 1, which each
+// peer does after it finished reading the slots of call c.
+#include <cstdio>
+
+#include "cuda/common.cuh"
+#include "cuda/kernels.cuh"
+#include "cuda/launch.cuh"
+
+namespace photon::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 128;
+constexpr size_t kChunkBytes = 8192;
+constexpr int kChunkVecs = static_cast<int>(kChunkBytes / 16);
+// A peer that has not arrived after this long never will (its rank failed): stop with an error instead of hanging.
+constexpr unsigned long long kTimeoutNs = 120ull * 1000 * 1000 * 1000;
+
+__host__ __device__ constexpr size_t recv_bytes(int size) { return 2 * static_cast<size_t>(size) * kMaxBlocks * kChunkBytes; }
+__host__ __device__ constexpr size_t flag_words(int size) { return 2 * static_cast<size_t>(size) * kMaxBlocks; }
+
+__device__ __forceinline__ uint4* recv_slot(void* base, int size, int parity, int source, int block) {
+  return reinterpret_cast<uint4*>(static_cast<char*>(base) +
+                                  ((static_cast<size_t>(parity) * size + source) * kMaxBlocks + block) * kChunkBytes);
+}
+__device__ __forceinline__ uint32_t* flag_slot(void* base, int size, int parity, int source, int block) {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(base) + recv_bytes(size)) +
+         (static_cast<size_t>(parity) * size + source) * kMaxBlocks + block;
+}
+__device__ __forceinline__ uint32_t* call_counters(void* base, int size) {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(base) + recv_bytes(size)) + flag_words(size);
+}
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v = 0;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_release(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// acc += the 16 bytes of v as 8 bf16 or 4 f32 values.
+template <bool kF32>
+__device__ __forceinline__ void accumulate(float (&acc)[8], const uint4& v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (kF32) {
+      acc[e] += __uint_as_float(w[e]);
+    } else {
+      acc[2 * e] += __uint_as_float(w[e] << 16);
+      acc[2 * e + 1] += __uint_as_float(w[e] & 0xffff0000u);
+    }
+  }
+}
+template <bool kF32>
+__device__ __forceinline__ uint4 pack(const float (&acc)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (kF32) {
+      w[e] = __float_as_uint(acc[e]);
+    } else {
+      w[e] = static_cast<uint32_t>(f2bf(acc[2 * e])) | (static_cast<uint32_t>(f2bf(acc[2 * e + 1])) << 16);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(uint4* x, int vecs, PeerAllReduceBuffers buf) {
+  pdl_begin();
+  const int block = blockIdx.x, tid = threadIdx.x, rank = buf.rank, size = buf.size;
+  uint32_t* calls = call_counters(buf.base[rank], size);
+  const uint32_t call = calls[block] + 1;  // read by every thread before the barriers below; written back last
+  const int parity = static_cast<int>(call & 1u);
+  const int begin = block * kChunkVecs, count = min(kChunkVecs, vecs - begin);
+  const uint4* mine = x + begin;
+
+  for (int p = 1; p < size; ++p) {
+    const int peer = (rank + p) % size;  // staggered, so that the ranks do not all write to one GPU first
+    uint4* dst = recv_slot(buf.base[peer], size, parity, rank, block);
+    for (int v = tid; v < count; v += kThreads) dst[v] = mine[v];
+  }
+  __syncthreads();  // the block's stores are issued before any flag that announces them
+  if (tid < size && tid != rank) {
+    store_release(flag_slot(buf.base[tid], size, parity, rank, block), call);
+    const uint32_t* arrived = flag_slot(buf.base[rank], size, parity, tid, block);
+    const unsigned long long start = now_ns();
+    while (load_acquire(arrived) != call) {
+      if (now_ns() - start > kTimeoutNs) {
+        printf("photon: all-reduce on rank %d waited %llu s for rank %d; stopping\n", rank, kTimeoutNs / 1000000000ull,
+               tid);
+        __trap();
+      }
+    }
+  }
+  __syncthreads();  // every peer's chunk has arrived
+
+  for (int v = tid; v < count; v += kThreads) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int r = 0; r < size; ++r) {
+      accumulate<kF32>(acc, r == rank ? mine[v] : __ldcg(recv_slot(buf.base[rank], size, parity, r, block) + v));
+    }
+    x[begin + v] = pack<kF32>(acc);
+  }
+  if (tid == 0) calls[block] = call;
+}
+
+}  // namespace
+
+size_t peer_all_reduce_workspace_bytes(int size) {
+  return recv_bytes(size) + (flag_words(size) + kMaxBlocks) * sizeof(uint32_t);
+}
+
+bool peer_all_reduce_fits(const void* x, size_t bytes) {
+  return bytes > 0 && bytes % 16 == 0 && bytes <= kMaxBlocks * kChunkBytes && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void peer_all_reduce(void* x, size_t bytes, bool f32, const PeerAllReduceBuffers& buffers, cudaStream_t s) {
+  const int vecs = static_cast<int>(bytes / 16);
+  const int blocks = (vecs + kChunkVecs - 1) / kChunkVecs;
+  if (f32) {
+    launch(peer_all_reduce_kernel<true>, blocks, kThreads, 0, s, static_cast<uint4*>(x), vecs, buffers);
+  } else {
+    launch(peer_all_reduce_kernel<false>, blocks, kThreads, 0, s, static_cast<uint4*>(x), vecs, buffers);
+  }
+}
+
+}  // namespace photon::cuda
