@@ -150,6 +150,18 @@ for key in dict.fromkeys((r["model"], r["matrix"], r["rows"], r["k"]) for r in r
 PY
 fi
 
+# The tensor-parallel all-reduce alone: microseconds per call at decode message sizes, peer path vs NCCL.
+if [ "$gpus" -ge 2 ] && { [ -z "$filter" ] || grep -qE "$filter" <<<"all_reduce"; }; then
+  timeout 120 "$build/bin/photon_all_reduce_latency" 8192 16384 65536 262144 1048576 >"$out/all_reduce.jsonl" 2>&1
+  python3 - "$out/all_reduce.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for size in dict.fromkeys(r["bytes"] for r in rows):
+    cells = ", ".join(f'{r["path"]} {r["us"]:.1f} us' for r in rows if r["bytes"] == size)
+    print(f"- all-reduce of {size} bytes over {rows[0]['gpus']} GPUs: {cells}")
+PY
+fi
+
 bench() {  # bench NAME TIMEOUT_S ARGS...
   local name=$1 limit=$2
   shift 2

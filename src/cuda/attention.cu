@@ -6,7 +6,8 @@
 // softmax per head keeps the running max and sum, then groups of threads own 8-dim slices of V (16-byte loads) and
 // accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
 // bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
-// output) per head and a second kernel merges the splits. f32 throughout.
+// output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
+// workspace — merges them, so a decode step needs no second kernel. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -18,6 +19,7 @@ constexpr int kThreads = 128;
 constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
+constexpr int kMaxSplits = 64;
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
@@ -56,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
-                     float* part_out, float* part_ml) {
+                     float* part_out, float* part_ml, unsigned* arrivals) {
   pdl_begin();
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
@@ -218,30 +220,51 @@ __global__ void __launch_bounds__(kThreads)
       part_out[((static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits + split) * hd + d] = v;
     }
   }
-  if (splits > 1 && tid < G) {
+  if (splits == 1) return;
+  if (tid < G) {
     float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h0 + tid) * splits + split) * 2;
     ml[0] = final_max[tid];
     ml[1] = final_sum[tid];
   }
-}
 
-// Merges the splits of one (token, head): out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
-__global__ void merge_splits_kernel(const float* part_out, const float* part_ml, const int32_t* tokens, int heads,
-                                    int hd, int splits, uint16_t* out) {
-  pdl_begin();
-  const int t = tokens[blockIdx.x], h = blockIdx.y;
-  const int64_t base = (static_cast<int64_t>(blockIdx.x) * heads + h) * splits;
-  float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, part_ml[(base + s) * 2]);
-  float l = 0.0f;
-  for (int s = 0; s < splits; ++s) l += part_ml[(base + s) * 2 + 1] * __expf(part_ml[(base + s) * 2] - m);
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float v = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = part_ml[(base + s) * 2 + 1] > 0.0f ? __expf(part_ml[(base + s) * 2] - m) : 0.0f;
-      v += part_out[(base + s) * hd + d] * w;
+  // The last split block of this (token, head group) merges: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+  __shared__ bool last;
+  __threadfence();  // this block's partials are visible before its arrival is counted
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* count = arrivals + blockIdx.x * gridDim.y + blockIdx.y;
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);
+    if (last) *count = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  __shared__ float weight[G][kMaxSplits];
+  __shared__ float total[G];
+  const int warp = tid >> 5, warp_lane = tid & 31;
+  for (int g = warp; g < G; g += kThreads / 32) {
+    const float* ml = part_ml + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * 2;
+    float m = -INFINITY;
+    for (int sp = warp_lane; sp < splits; sp += 32) m = fmaxf(m, __ldcg(ml + 2 * sp));
+    m = warp_max(m);
+    float l = 0.0f;
+    for (int sp = warp_lane; sp < splits; sp += 32) {
+      const float ls = __ldcg(ml + 2 * sp + 1);
+      const float w = ls > 0.0f ? __expf(__ldcg(ml + 2 * sp) - m) : 0.0f;  // empty splits weigh nothing
+      weight[g][sp] = w;
+      l += ls * w;
     }
-    out[(static_cast<int64_t>(t) * heads + h) * hd + d] = f2bf(v / l);
+    l = warp_sum(l);
+    if (warp_lane == 0) total[g] = l;
+  }
+  __syncthreads();
+  for (int i = tid; i < G * hd; i += kThreads) {
+    const int g = i / hd, d = i % hd;
+    const float* po = part_out + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * hd + d;
+    float v = 0.0f;
+#pragma unroll 8
+    for (int sp = 0; sp < splits; ++sp) v += __ldcg(po + static_cast<int64_t>(sp) * hd) * weight[g][sp];
+    out[row + i] = f2bf(v / total[g]);
   }
 }
 
@@ -255,11 +278,12 @@ int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int 
   const int by_occupancy = (512 + blocks - 1) / blocks;
   const int by_length = (max_seq_len + kTile - 1) / kTile;
   const int by_workspace = kMaxPartialRows / (num_tokens * heads);
-  return max(1, min(min(by_occupancy, by_length), min(64, by_workspace)));
+  return max(1, min(min(by_occupancy, by_length), min(kMaxSplits, by_workspace)));
 }
 
 size_t attention_workspace_floats(int max_head_dim) {
-  return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 2);
+  // Arrival counters (one per (token, head group), at most one per partial row), then the partials.
+  return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 3);
 }
 
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
@@ -270,12 +294,13 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   const int group = group_size(heads, kv_heads, head_dim);
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads / group),
                   static_cast<unsigned>(splits));
-  float* part_out = workspace;
-  float* part_ml = workspace + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
+  auto* arrivals = reinterpret_cast<unsigned*>(workspace);
+  float* part_out = workspace + kMaxPartialRows;
+  float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
 #define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                    \
   launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,    \
          block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out, \
-         part_ml)
+         part_ml, arrivals)
 #define PHOTON_ATTENTION_GROUPS(HD)      \
   switch (group) {                       \
     case 8:                              \
@@ -301,10 +326,6 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   }
 #undef PHOTON_ATTENTION_GROUPS
 #undef PHOTON_ATTENTION_LAUNCH
-  if (splits > 1) {
-    launch(merge_splits_kernel, dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads)), 128, 0, s,
-           part_out, part_ml, tokens, heads, head_dim, splits, out);
-  }
 }
 
 }  // namespace photon::cuda

@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
     PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
     return Status::ok();
   }
 

@@ -39,21 +39,10 @@ template <int M, int kRows, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
                 int group_threads, void* __restrict__ out, bool out_f32) {
+  pdl_begin();
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
   __shared__ float partial[kThreads / 32][M * kRows];
   const int groups = kThreads / group_threads;
-  {
-    // The weights do not depend on the kernels before this one: while they finish, pull this block's rows (one
-    // contiguous range, two for SwiGLU) towards L2, so the loads below start from a warm cache.
-    const int64_t row_begin = static_cast<int64_t>(blockIdx.x) * groups * kOut;
-    const int64_t row_end = min(static_cast<int64_t>(n), row_begin + static_cast<int64_t>(groups) * kOut);
-    const int64_t bytes = (row_end - row_begin) * k * 2;
-    for (int half = 0; half < (kSwiglu ? 2 : 1); ++half) {
-      const char* base = reinterpret_cast<const char*>(w + (row_begin + half * n) * k);
-      for (int64_t offset = threadIdx.x * 128; offset < bytes; offset += kThreads * 128) prefetch_l2(base + offset);
-    }
-  }
-  pdl_begin();
   const int group = threadIdx.x / group_threads, tid = threadIdx.x % group_threads;
   const int first = (blockIdx.x * groups + group) * kOut;
   const int vecs = k / 8;

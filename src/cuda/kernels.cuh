@@ -32,7 +32,8 @@ int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int 
 /// f32 workspace the split path needs for head dimensions up to max_head_dim (any split count it picks).
 size_t attention_workspace_floats(int max_head_dim);
 /// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
-/// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1.
+/// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1,
+/// zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to launch).
 void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
                      int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,

@@ -2,8 +2,7 @@
 // the one before it on the stream is still running, so its launch latency and block scheduling hide behind that
 // kernel's tail. Captured into CUDA graphs as programmatic edges. On GPUs before Hopper the attribute has no effect.
 //
-// Contract: every kernel launched through launch() calls pdl_begin() before it reads or writes global memory that
-// another kernel writes (before it, only constant data such as weights may be touched, e.g. prefetched). pdl_begin
+// Contract: every kernel launched through launch() calls pdl_begin() before it touches global memory. pdl_begin
 // waits until the previous kernel has finished and its writes are visible (so results are exactly those of plain
 // stream order), then allows the next kernel to begin launching.
 #pragma once
@@ -20,9 +19,6 @@ __device__ __forceinline__ void pdl_begin() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
-
-/// Asks for the 128-byte line at `p` to be brought into L2; no result, no fault on any address of the allocation.
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed.
 template <typename... Params, typename... Args>
