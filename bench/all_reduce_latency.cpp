@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
           if (!x) fail(x.status());
           std::vector<uint8_t> zeros(bytes, 0);
           b.copy_to_device(zeros.data(), *x, bytes);
+          (*comms)[i]->all_reduce_sum(*x);  // NCCL connects on its first call, which cannot happen in a capture
           b.synchronize();
           if (Status s = b.begin_capture(); !s.is_ok()) fail(s);
           for (int c = 0; c < kCallsPerGraph; ++c) (*comms)[i]->all_reduce_sum(*x);

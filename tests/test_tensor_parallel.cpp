@@ -263,25 +263,21 @@ TEST_CASE("GPU ranks over NCCL reproduce one GPU's logits within bf16 rounding",
     for (size_t r = 1; r < got.size(); ++r) CHECK(got[r] == got[0]);  // every rank ends with the same logits
   }
 }
-TEST_CASE("GPU all-reduce sums exactly on every path, eagerly and in replayed graphs", "[cuda][tp]") {
-  const int gpus = cuda_device_count();
-  if (gpus < 2) SKIP("tensor parallelism on GPUs needs at least 2 visible GPUs (" << gpus << " here)");
-  const int size = GENERATE(2, 4);
-  if (size > gpus) SKIP(size << " ranks need " << size << " GPUs");
-  std::vector<std::unique_ptr<Backend>> backends;
-  std::vector<Backend*> raw;
-  for (int r = 0; r < size; ++r) {
-    backends.push_back(make_cuda_backend(r).value());
-    raw.push_back(backends.back().get());
+// One NCCL group over the first `size` GPUs, with a way to run a body on every rank at once.
+struct GpuRanks {
+  explicit GpuRanks(int size) : ranks(static_cast<size_t>(size)) {
+    std::vector<Backend*> raw;
+    for (int r = 0; r < size; ++r) {
+      backends.push_back(make_cuda_backend(r).value());
+      raw.push_back(backends.back().get());
+    }
+    auto made = make_nccl_communicators(raw);
+    INFO(made.status().to_string());
+    REQUIRE(made.is_ok());
+    comms = std::move(*made);
   }
-  auto made = make_nccl_communicators(raw);
-  INFO(made.status().to_string());
-  REQUIRE(made.is_ok());
-  std::vector<std::unique_ptr<Communicator>> comms = std::move(*made);
-  const auto ranks = static_cast<size_t>(size);
-
-  // Runs `body` on every rank at once, one thread each; then checks the rank's errors.
-  auto on_ranks = [&](const std::function<void(size_t)>& body) {
+  // Runs `body` on every rank at once, one thread each; then checks the ranks' errors.
+  void on_ranks(const std::function<void(size_t)>& body) {
     std::vector<Status> status(ranks);
     std::vector<std::thread> threads;
     for (size_t r = 0; r < ranks; ++r) {
@@ -299,7 +295,22 @@ TEST_CASE("GPU all-reduce sums exactly on every path, eagerly and in replayed gr
       INFO(s.to_string());
       REQUIRE(s.is_ok());
     }
-  };
+  }
+  size_t ranks;
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Communicator>> comms;
+};
+
+TEST_CASE("GPU all-reduce sums exactly on every path, eagerly and in replayed graphs", "[cuda][tp]") {
+  const int gpus = cuda_device_count();
+  if (gpus < 2) SKIP("tensor parallelism on GPUs needs at least 2 visible GPUs (" << gpus << " here)");
+  const int size = GENERATE(2, 4);
+  if (size > gpus) SKIP(size << " ranks need " << size << " GPUs");
+  GpuRanks group(size);
+  auto& backends = group.backends;
+  auto& comms = group.comms;
+  const size_t ranks = group.ranks;
+  const auto on_ranks = [&](const std::function<void(size_t)>& body) { group.on_ranks(body); };
 
   // Byte counts around the peer path's limits: one vector, one 8 KB chunk, several chunks with a partial last one,
   // exactly 1 MiB, just over (NCCL), and messages that are not whole 16-byte vectors (NCCL). Small integers keep
@@ -387,6 +398,62 @@ TEST_CASE("GPU all-reduce sums exactly on every path, eagerly and in replayed gr
         backends[r]->destroy_graph(graph[r]);
       }
       check(static_cast<float>(std::pow(size, 5)));
+    }
+  }
+}
+TEST_CASE("GPU all-reduce fused with the residual add and RMSNorm equals the two steps", "[cuda][tp]") {
+  const int gpus = cuda_device_count();
+  if (gpus < 2) SKIP("tensor parallelism on GPUs needs at least 2 visible GPUs (" << gpus << " here)");
+  GpuRanks group(2);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto bf16_bits = [&](float v) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, 4);
+    return static_cast<uint16_t>(bits >> 16);
+  };
+  // Row counts and widths of decode steps (the fused kernel), and shapes it hands to the two steps (65 rows, a
+  // width that is not a multiple of 8, one above 8192).
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 4096}, {3, 2048}, {64, 1024}, {8, 8192},
+                                                           {65, 1024}, {2, 1004}, {1, 8200}};
+  for (const auto& [rows, dim] : shapes) {
+    INFO(rows << " x " << dim);
+    const auto n = static_cast<size_t>(rows * dim);
+    std::vector<std::vector<uint16_t>> x(group.ranks, std::vector<uint16_t>(n));
+    std::vector<uint16_t> residual(n);
+    std::vector<float> weight(static_cast<size_t>(dim));
+    for (auto& xr : x)
+      for (auto& v : xr) v = bf16_bits(normal(rng));
+    for (auto& v : residual) v = bf16_bits(4.0f * normal(rng));
+    for (auto& v : weight) v = 1.0f + 0.1f * normal(rng);
+    // results[path][rank] = residual then out, as bits
+    std::vector<std::vector<std::vector<uint16_t>>> results(2, std::vector<std::vector<uint16_t>>(group.ranks));
+    for (int fused = 0; fused < 2; ++fused) {
+      group.on_ranks([&](size_t r) {
+        Backend& b = *group.backends[r];
+        Allocator& a = b.allocator();
+        Tensor tx = Tensor::empty({rows, dim}, DType::kBF16, a).value();
+        Tensor tres = Tensor::empty({rows, dim}, DType::kBF16, a).value();
+        Tensor tout = Tensor::empty({rows, dim}, DType::kBF16, a).value();
+        Tensor tw = Tensor::empty({dim}, DType::kF32, a).value();
+        b.copy_to_device(x[r].data(), tx, n * 2);
+        b.copy_to_device(residual.data(), tres, n * 2);
+        b.copy_to_device(weight.data(), tw, weight.size() * 4);
+        Communicator& comm = *group.comms[r];
+        if (fused == 1) {
+          comm.all_reduce_add_rms_norm(b, tx, tres, tw, 1e-5f, tout);
+        } else {
+          comm.Communicator::all_reduce_add_rms_norm(b, tx, tres, tw, 1e-5f, tout);  // the two steps
+        }
+        std::vector<uint16_t>& got = results[static_cast<size_t>(fused)][r];
+        got.resize(2 * n);
+        b.copy_to_host(tres, got.data(), n * 2);
+        b.copy_to_host(tout, got.data() + n, n * 2);
+      });
+    }
+    for (size_t r = 0; r < group.ranks; ++r) {
+      CHECK(results[1][r] == results[0][r]);  // bit for bit
+      CHECK(results[1][r] == results[1][0]);  // every rank ends with the same residual and output
     }
   }
 }

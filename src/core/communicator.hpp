@@ -11,6 +11,7 @@
 
 #include <utility>
 
+#include "core/backend.hpp"
 #include "core/tensor.hpp"
 
 namespace photon {
@@ -24,6 +25,15 @@ class Communicator {
   virtual void all_reduce_sum(Tensor& x) = 0;
   /// out (contiguous, size() times the elements of `in`) = every rank's `in` one after another, in rank order.
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+  /// residual += the elementwise sum of every rank's x, then out = rms_norm(residual) * weight, on `backend` (this
+  /// rank's): the all-reduce after a row-parallel projection with the residual add and norm that follow it, which a
+  /// communicator may run as one step. Afterwards x holds either the sum or its own values. By default
+  /// all_reduce_sum, then backend.add_rms_norm.
+  virtual void all_reduce_add_rms_norm(Backend& backend, Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                                       Tensor& out) {
+    all_reduce_sum(x);
+    backend.add_rms_norm(residual, x, weight, eps, out);
+  }
   /// The first error since the last call; clears it.
   Status take_error() {
     Status s = std::move(error_);

@@ -20,6 +20,7 @@ constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
 constexpr int kMaxSplits = 64;
+constexpr int kMinSplitKeys = 64;
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
@@ -83,7 +84,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int s = seq_shared;
   const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
-  const int per_split = (ctx + splits - 1) / splits;
+  // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
+  // split kMinSplitKeys keys use fewer of them, the others stay empty and are skipped by the merge.
+  const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int per_split = (ctx + live - 1) / live;
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
   const int32_t* blocks = block_indices + block_indptr[s];
@@ -245,12 +249,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = warp; g < G; g += kThreads / 32) {
     const float* ml = part_ml + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * 2;
     float m = -INFINITY;
-    for (int sp = warp_lane; sp < splits; sp += 32) m = fmaxf(m, __ldcg(ml + 2 * sp));
+    for (int sp = warp_lane; sp < live; sp += 32) m = fmaxf(m, __ldcg(ml + 2 * sp));
     m = warp_max(m);
     float l = 0.0f;
-    for (int sp = warp_lane; sp < splits; sp += 32) {
+    for (int sp = warp_lane; sp < live; sp += 32) {
       const float ls = __ldcg(ml + 2 * sp + 1);
-      const float w = ls > 0.0f ? __expf(__ldcg(ml + 2 * sp) - m) : 0.0f;  // empty splits weigh nothing
+      const float w = ls > 0.0f ? __expf(__ldcg(ml + 2 * sp) - m) : 0.0f;
       weight[g][sp] = w;
       l += ls * w;
     }
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* po = part_out + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * hd + d;
     float v = 0.0f;
 #pragma unroll 8
-    for (int sp = 0; sp < splits; ++sp) v += __ldcg(po + static_cast<int64_t>(sp) * hd) * weight[g][sp];
+    for (int sp = 0; sp < live; ++sp) v += __ldcg(po + static_cast<int64_t>(sp) * hd) * weight[g][sp];
     out[row + i] = f2bf(v / total[g]);
   }
 }

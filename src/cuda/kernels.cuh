@@ -86,5 +86,12 @@ bool peer_all_reduce_fits(const void* x, size_t bytes);
 /// rank must issue the same calls in the same order (as for NCCL); a rank that never arrives stops the kernel with a
 /// device error after two minutes instead of hanging.
 void peer_all_reduce(void* x, size_t bytes, bool f32, const PeerAllReduceBuffers& buffers, cudaStream_t s);
+/// Whether peer_all_reduce_add_rms_norm takes rows x dim (at most 64 rows, dim a multiple of 8 up to 8192).
+bool peer_all_reduce_add_rms_norm_fits(int rows, int dim);
+/// The row-parallel projection's epilogue in one kernel: residual = bf16(residual + bf16(sum over ranks of x)), then
+/// out = rms_norm(residual) * w — what peer_all_reduce followed by add_rms_norm computes, x left unchanged. All
+/// pointers 16-byte aligned, bf16 [rows, dim] (w f32 [dim]); the same rules for calls as peer_all_reduce.
+void peer_all_reduce_add_rms_norm(const uint16_t* x, int rows, int dim, uint16_t* residual, const float* w, float eps,
+                                  uint16_t* out, const PeerAllReduceBuffers& buffers, cudaStream_t s);
 
 }  // namespace photon::cuda

@@ -133,6 +133,20 @@ class NcclCommunicator final : public Communicator {
     record(nccl_status(ncclAllReduce(x.raw(), x.raw(), static_cast<size_t>(x.numel()), type, ncclSum, comm_, stream_),
                        "ncclAllReduce"));
   }
+  void all_reduce_add_rms_norm(Backend& backend, Tensor& x, Tensor& residual, const Tensor& weight, float eps,
+                               Tensor& out) override {
+    const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; };
+    const bool bf16 = x.dtype() == DType::kBF16 && residual.dtype() == DType::kBF16 && out.dtype() == DType::kBF16;
+    if (!has_peer_ || !bf16 || weight.dtype() != DType::kF32 || x.ndim() != 2 || !x.is_contiguous() ||
+        !residual.is_contiguous() || !out.is_contiguous() || !aligned(x) || !aligned(residual) || !aligned(out) ||
+        !aligned(weight) || !cuda::peer_all_reduce_add_rms_norm_fits(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)))) {
+      Communicator::all_reduce_add_rms_norm(backend, x, residual, weight, eps, out);
+      return;
+    }
+    cuda::peer_all_reduce_add_rms_norm(static_cast<const uint16_t*>(x.raw()), static_cast<int>(x.size(0)),
+                                       static_cast<int>(x.size(1)), static_cast<uint16_t*>(residual.raw()),
+                                       weight.data<float>(), eps, static_cast<uint16_t*>(out.raw()), peer_, stream_);
+  }
   void all_gather(const Tensor& in, Tensor& out) override {
     ncclDataType_t type = ncclFloat32;
     if (!nccl_type(in, type)) return;

@@ -22,8 +22,8 @@ namespace photon::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 128;
-constexpr size_t kChunkBytes = 8192;
+constexpr int kMaxBlocks = 64;
+constexpr size_t kChunkBytes = 16384;
 constexpr int kChunkVecs = static_cast<int>(kChunkBytes / 16);
 // A peer that has not arrived after this long never will (its rank failed): stop with an error instead of hanging.
 constexpr unsigned long long kTimeoutNs = 120ull * 1000 * 1000 * 1000;
@@ -85,16 +85,13 @@ __device__ __forceinline__ uint4 pack(const float (&acc)[8]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-template <bool kF32>
-__global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(uint4* x, int vecs, PeerAllReduceBuffers buf) {
-  pdl_begin();
-  const int block = blockIdx.x, tid = threadIdx.x, rank = buf.rank, size = buf.size;
+// Steps 1 and 2 for block `block`: pushes `count` vectors at `mine` to every peer and waits for theirs. Returns the
+// slot parity of this call. Contains barriers.
+__device__ __forceinline__ int exchange(const uint4* mine, int count, const PeerAllReduceBuffers& buf, int block) {
+  const int tid = threadIdx.x, rank = buf.rank, size = buf.size;
   uint32_t* calls = call_counters(buf.base[rank], size);
-  const uint32_t call = calls[block] + 1;  // read by every thread before the barriers below; written back last
+  const uint32_t call = calls[block] + 1;  // read by every thread before the barriers below
   const int parity = static_cast<int>(call & 1u);
-  const int begin = block * kChunkVecs, count = min(kChunkVecs, vecs - begin);
-  const uint4* mine = x + begin;
-
   for (int p = 1; p < size; ++p) {
     const int peer = (rank + p) % size;  // staggered, so that the ranks do not all write to one GPU first
     uint4* dst = recv_slot(buf.base[peer], size, parity, rank, block);
@@ -114,15 +111,79 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(uint4* x, int
     }
   }
   __syncthreads();  // every peer's chunk has arrived
-
-  for (int v = tid; v < count; v += kThreads) {
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int r = 0; r < size; ++r) {
-      accumulate<kF32>(acc, r == rank ? mine[v] : __ldcg(recv_slot(buf.base[rank], size, parity, r, block) + v));
-    }
-    x[begin + v] = pack<kF32>(acc);
-  }
   if (tid == 0) calls[block] = call;
+  return parity;
+}
+
+// Vector v of the sum over ranks, in rank order (the same bits on every rank).
+template <bool kF32>
+__device__ __forceinline__ void sum_ranks(float (&acc)[8], const uint4* mine, int v, const PeerAllReduceBuffers& buf,
+                                          int parity, int block) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
+  for (int r = 0; r < buf.size; ++r) {
+    accumulate<kF32>(acc, r == buf.rank ? mine[v] : __ldcg(recv_slot(buf.base[buf.rank], buf.size, parity, r, block) + v));
+  }
+}
+
+template <bool kF32>
+__global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(uint4* x, int vecs, PeerAllReduceBuffers buf) {
+  pdl_begin();
+  const int block = blockIdx.x;
+  const int begin = block * kChunkVecs, count = min(kChunkVecs, vecs - begin);
+  uint4* mine = x + begin;
+  const int parity = exchange(mine, count, buf, block);
+  for (int v = threadIdx.x; v < count; v += kThreads) {
+    float acc[8];
+    sum_ranks<kF32>(acc, mine, v, buf, parity, block);
+    mine[v] = pack<kF32>(acc);
+  }
+}
+
+// One block per row of `dim` bf16 values: the row of x is all-reduced (rounded to bf16, as all_reduce_sum leaves
+// it), added to the residual in bf16, and the residual's RMSNorm times w written to out — the arithmetic of
+// all_reduce_sum followed by add_rms_norm.
+constexpr int kNormVecs = kChunkVecs / kThreads;  // 16-byte vectors per thread at the widest row
+__global__ void __launch_bounds__(kThreads)
+    peer_all_reduce_add_rms_norm_kernel(const uint4* x, int dim, uint4* residual, const float* w, float eps, uint4* out,
+                                        PeerAllReduceBuffers buf) {
+  pdl_begin();
+  __shared__ float scratch[32];
+  const int row = blockIdx.x, count = dim / 8;
+  const uint4* mine = x + static_cast<int64_t>(row) * count;
+  uint4* res = residual + static_cast<int64_t>(row) * count;
+  const int parity = exchange(mine, count, buf, row);
+  float v[kNormVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= count) break;
+    float acc[8];
+    sum_ranks<false>(acc, mine, i, buf, parity, row);
+    const uint4 r = res[i];
+    const uint32_t rw[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[j][2 * e] = bf2f(f2bf(__uint_as_float(rw[e] << 16) + bf2f(f2bf(acc[2 * e]))));
+      v[j][2 * e + 1] = bf2f(f2bf(__uint_as_float(rw[e] & 0xffff0000u) + bf2f(f2bf(acc[2 * e + 1]))));
+    }
+    res[i] = pack<false>(v[j]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[j][e] * v[j][e];
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int j = 0; j < kNormVecs; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    if (i >= count) break;
+    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
+    const float ws[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = ws[e] * (v[j][e] * inv);
+    out[static_cast<int64_t>(row) * count + i] = pack<false>(o);
+  }
 }
 
 }  // namespace
@@ -133,6 +194,16 @@ size_t peer_all_reduce_workspace_bytes(int size) {
 
 bool peer_all_reduce_fits(const void* x, size_t bytes) {
   return bytes > 0 && bytes % 16 == 0 && bytes <= kMaxBlocks * kChunkBytes && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+bool peer_all_reduce_add_rms_norm_fits(int rows, int dim) {
+  return rows >= 1 && rows <= kMaxBlocks && dim % 8 == 0 && static_cast<size_t>(dim) * 2 <= kChunkBytes;
+}
+
+void peer_all_reduce_add_rms_norm(const uint16_t* x, int rows, int dim, uint16_t* residual, const float* w, float eps,
+                                  uint16_t* out, const PeerAllReduceBuffers& buffers, cudaStream_t s) {
+  launch(peer_all_reduce_add_rms_norm_kernel, rows, kThreads, 0, s, reinterpret_cast<const uint4*>(x), dim,
+         reinterpret_cast<uint4*>(residual), w, eps, reinterpret_cast<uint4*>(out), buffers);
 }
 
 void peer_all_reduce(void* x, size_t bytes, bool f32, const PeerAllReduceBuffers& buffers, cudaStream_t s) {

@@ -339,25 +339,29 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   backend_.embed(ids, weights_.embed, shard_.vocab_begin, residual);
   if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    const LayerWeights& w = weights_.layers[static_cast<size_t>(li)];
-    if (li == 0) {
-      backend_.rms_norm(residual, w.input_norm, eps, hidden);
+  // residual += proj, hidden = rms_norm(residual) * weight; under tensor parallelism proj is first summed over the
+  // ranks (row-parallel projections leave each rank a partial sum over its heads or features).
+  const auto add_norm = [&](const Tensor& weight) {
+    if (comm_) {
+      comm_->all_reduce_add_rms_norm(backend_, proj, residual, weight, eps, hidden);
     } else {
-      backend_.add_rms_norm(residual, proj, w.input_norm, eps, hidden);  // proj holds the previous MLP output
+      backend_.add_rms_norm(residual, proj, weight, eps, hidden);
     }
+  };
+  backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const auto l = static_cast<size_t>(li);
+    const LayerWeights& w = weights_.layers[l];
     backend_.linear(hidden, w.qkv_proj, qkv);
     backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
                                   q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
-    if (comm_) comm_->all_reduce_sum(proj);  // row-parallel: each rank holds a partial sum over its heads
-    backend_.add_rms_norm(residual, proj, w.post_norm, eps, hidden);
+    add_norm(w.post_norm);
     backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
     backend_.linear(mlp, w.down_proj, proj);
-    if (comm_) comm_->all_reduce_sum(proj);
+    add_norm(l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
   }
-  backend_.add_rms_norm(residual, proj, weights_.final_norm, eps, hidden);
   if (n_logits > 0) {
     Tensor logits = logits_.slice_rows(0, n_logits);
     Tensor last = last_hidden_.slice_rows(0, n_logits);
