@@ -60,7 +60,6 @@ __global__ void __launch_bounds__(kThreads)
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
                      float* part_out, float* part_ml, unsigned* arrivals) {
-  pdl_begin();
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -79,18 +78,22 @@ __global__ void __launch_bounds__(kThreads)
     }
     seq_shared = lo;
   }
+  __syncthreads();
+  // The batch description is the step's input, uploaded before its first kernel: read while the kernel before this
+  // one (which writes q and the newest keys) finishes.
+  const int s = seq_shared;
+  const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
+  const int32_t* blocks = block_indices + block_indptr[s];
+  pdl_begin();
   const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
   for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
   __syncthreads();
-  const int s = seq_shared;
-  const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
   // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
   // split kMinSplitKeys keys use fewer of them, the others stay empty and are skipped by the merge.
   const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
   const int per_split = (ctx + live - 1) / live;
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
-  const int32_t* blocks = block_indices + block_indptr[s];
   const int kvh = h0 / (heads / kv_heads);
   const int64_t head_stride = static_cast<int64_t>(block_size) * hd;
   const int64_t block_stride = 2 * kv_heads * head_stride;

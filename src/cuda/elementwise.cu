@@ -48,10 +48,19 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
 template <bool kAdd>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_vec_kernel(uint16_t* residual, const uint16_t* x, const float* w, int dim, float eps, uint16_t* out) {
-  pdl_begin();
   __shared__ float scratch[32];
   const int vecs = dim / 8;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
+  float ws[kMaxVecs][8];  // the weights are constant: loaded while the kernel before this one finishes
+#pragma unroll
+  for (int j = 0; j < kMaxVecs; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i >= vecs) break;
+    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
+    ws[j][0] = w0.x, ws[j][1] = w0.y, ws[j][2] = w0.z, ws[j][3] = w0.w;
+    ws[j][4] = w1.x, ws[j][5] = w1.y, ws[j][6] = w1.z, ws[j][7] = w1.w;
+  }
+  pdl_begin();
   float v[kMaxVecs][8];
   float ss = 0.0f;
 #pragma unroll
@@ -74,11 +83,9 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int j = 0; j < kMaxVecs; ++j) {
     const int i = threadIdx.x + j * kNormThreads;
     if (i >= vecs) break;
-    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
-    const float ws[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
     float o[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = ws[e] * (v[j][e] * inv);
+    for (int e = 0; e < 8; ++e) o[e] = ws[j][e] * (v[j][e] * inv);
     reinterpret_cast<uint4*>(out + base)[i] = pack8(o);
   }
 }

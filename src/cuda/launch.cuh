@@ -2,9 +2,11 @@
 // the one before it on the stream is still running, so its launch latency and block scheduling hide behind that
 // kernel's tail. Captured into CUDA graphs as programmatic edges. On GPUs before Hopper the attribute has no effect.
 //
-// Contract: every kernel launched through launch() calls pdl_begin() before it touches global memory. pdl_begin
-// waits until the previous kernel has finished and its writes are visible (so results are exactly those of plain
-// stream order), then allows the next kernel to begin launching.
+// Contract: every kernel launched through launch() calls pdl_begin() before it touches memory that a kernel of the
+// same step writes. pdl_begin waits until the previous kernel has finished and its writes are visible (so results
+// are exactly those of plain stream order), then allows the next kernel to begin launching. Before it a kernel may
+// read only what no kernel writes: weights, and the step's inputs copied in before its first kernel (the batch
+// description), so that those loads overlap the previous kernel's tail.
 #pragma once
 
 #include <cuda_runtime.h>
