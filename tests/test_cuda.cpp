@@ -401,25 +401,34 @@ TEST_CASE("attention split counts stay within the workspace, also for no decode 
 TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(3);
-  const int rows = 6, vocab = 5003;
-  const auto logits = random_vec(static_cast<size_t>(rows * vocab), rng, 2.0f);
+  const int rows = 8, vocab = 5003;
+  auto logits = random_vec(static_cast<size_t>(rows * vocab), rng, 2.0f);
+  // Rows 6 and 7 have logits in steps of 0.5: long runs of equal values, so cuts land inside ties.
+  for (size_t i = 6 * static_cast<size_t>(vocab); i < logits.size(); ++i) logits[i] = std::round(logits[i] * 2) / 2;
   Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+  const int top_ks[] = {0, 1, 7, 50, 700, vocab, vocab + 5};
+  const float top_ps[] = {1.0f, 0.5f, 0.9f, 0.99f, 0.999f};
   std::vector<SampleRequest> reqs;
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 160; ++i) {
     SampleRequest r;
     r.row = i % rows;
-    r.temperature = i % 4 == 0 ? 0.0f : 0.3f * static_cast<float>(i % 5);
-    r.min_p = i % 3 == 0 ? 0.05f : 0.0f;
+    r.temperature = i % 8 == 0 ? 0.0f : 0.25f * static_cast<float>(1 + i % 6);
+    r.top_k = top_ks[(i / 3) % 7];
+    r.top_p = top_ps[(i / 2) % 5];
+    r.min_p = i % 5 == 0 ? 0.05f : 0.0f;
     r.seed = 1000 + static_cast<uint64_t>(i);
     r.index = static_cast<uint64_t>(i * 7);
     reqs.push_back(r);
   }
   std::vector<int32_t> ids(reqs.size());
   REQUIRE(b.gpu->sample(g, reqs, ids).is_ok());
+  std::vector<int32_t> scratch;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];
-    CHECK(ids[i] == cpu::sample_row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab, r.temperature, r.min_p,
-                                    r.seed, r.index));
+    INFO("request " << i << ": row " << r.row << ", temperature " << r.temperature << ", top_k " << r.top_k
+                    << ", top_p " << r.top_p << ", min_p " << r.min_p);
+    const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
+    CHECK(ids[i] == cpu::sample_row(row, r, scratch));
   }
 }
 

@@ -414,7 +414,7 @@ TEST_CASE("GPU all-reduce fused with the residual add and RMSNorm equals the two
   };
   // Row counts and widths of decode steps (the fused kernel), and shapes it hands to the two steps (65 rows, a
   // width that is not a multiple of 8, one above 8192).
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 4096}, {3, 2048}, {64, 1024}, {8, 8192},
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 4096},  {3, 2048}, {64, 1024}, {8, 8192},
                                                            {65, 1024}, {2, 1004}, {1, 8200}};
   for (const auto& [rows, dim] : shapes) {
     INFO(rows << " x " << dim);

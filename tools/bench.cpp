@@ -33,6 +33,9 @@ Args make_args() {
   a.option("num-prompts", "N", "requests to run");
   a.option("input-len", "I", "prompt tokens per request");
   a.option("output-len", "O", "generated tokens per request (EOS ignored)");
+  a.option("temperature", "T", "sampling temperature of every request (0: greedy)", "0");
+  a.option("top-k", "K", "keep the K most likely tokens (0: all)", "0");
+  a.option("top-p", "P", "keep the most likely tokens whose probability reaches P", "1");
   a.flag("json", "print the results as one JSON object on the last stdout line");
   return a;
 }
@@ -52,6 +55,7 @@ json percentiles(std::vector<double> values) {
 struct Options {
   EngineConfig config;
   int64_t num_prompts = 0, input_len = 0, output_len = 0;
+  SamplingParams sampling;  // temperature, top-k and top-p of every request
   bool json_output = false;
 };
 
@@ -70,6 +74,12 @@ Status read_options(const Args& a, Options& o) {
   PHOTON_ASSIGN_OR_RETURN(o.input_len, a.get_int("input-len", 1, 1 << 20));
   PHOTON_ASSIGN_OR_RETURN(o.output_len, a.get_int("output-len", 1, 1 << 20));
   if (o.config.max_model_len == 0) o.config.max_model_len = static_cast<int32_t>(o.input_len + o.output_len);
+  PHOTON_ASSIGN_OR_RETURN(const double temperature, a.get_double("temperature", 0.0, 100.0));
+  PHOTON_ASSIGN_OR_RETURN(const int64_t top_k, a.get_int("top-k", 0, 1 << 30));
+  PHOTON_ASSIGN_OR_RETURN(const double top_p, a.get_double("top-p", 1e-6, 1.0));
+  o.sampling.temperature = static_cast<float>(temperature);
+  o.sampling.top_k = static_cast<int32_t>(top_k);
+  o.sampling.top_p = static_cast<float>(top_p);
   o.json_output = a.has("json");
   return Status::ok();
 }
@@ -92,8 +102,7 @@ Status run(Options o) {
     for (auto& t : p) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(info.vocab_size));
     return p;
   };
-  SamplingParams params;
-  params.temperature = 0.0f;
+  SamplingParams params = o.sampling;
   params.ignore_eos = true;
 
   // Warm-up: a few short requests compile the GEMM plans of small batches and touch every buffer once.

@@ -54,7 +54,9 @@ struct KvCacheLayout {
 struct SampleRequest {
   int32_t row = 0;           ///< row of the logits tensor
   float temperature = 0.0f;  ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
-  float min_p = 0.0f;        ///< keep tokens with probability >= min_p * the top token's
+  int32_t top_k = 0;         ///< keep the top_k most likely tokens (0: all)
+  float top_p = 1.0f;        ///< then the smallest set of most likely tokens whose probability reaches top_p
+  float min_p = 0.0f;        ///< then the tokens with probability >= min_p * the top token's
   int32_t reserved = 0;
   uint64_t seed = 0;   ///< the request's random stream
   uint64_t index = 0;  ///< which draw of that stream (the output position)

@@ -128,13 +128,14 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < requests.size(); ++i) {
       const SampleRequest& r = requests[i];
       const float* row = logits.data<float>() + static_cast<int64_t>(r.row) * vocab;
-      out_ids[i] = cpu::sample_row(row, vocab, r.temperature, r.min_p, r.seed, r.index);
+      out_ids[i] = cpu::sample_row({row, static_cast<size_t>(vocab)}, r, sample_ids_);
     }
     return Status::ok();
   }
 
  private:
   Allocator& allocator_;
+  std::vector<int32_t> sample_ids_;  // sampling scratch
 };
 
 }  // namespace

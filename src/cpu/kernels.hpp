@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
+#include "core/backend.hpp"
 #include "core/dtype.hpp"
 
 namespace photon::cpu {
@@ -62,8 +65,11 @@ void paged_attention(const float* q, int64_t heads, const KvView& kv, const int3
                      const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
                      int32_t num_seqs, float scale, float* out);
 
-/// Argmax of row (temperature 0; lowest id on ties), else the Gumbel-max draw keyed by (seed, index) among tokens
-/// whose probability is at least min_p times the top one's. The same function as the GPU's sample kernel.
-int32_t sample_row(const float* row, int64_t vocab, float temperature, float min_p, uint64_t seed, uint64_t index);
+/// The token `p` selects from `logits` (p.row is not used): argmax when p.temperature is 0 (lowest id on ties),
+/// else the Gumbel-max draw keyed by (p.seed, p.index) among the top_k best tokens, within those the smallest set
+/// whose probability mass reaches top_p, and within those the tokens whose probability is at least min_p times the
+/// top one's (transformers' order of logits warpers). The same selection as the GPU's sample kernel. `ids` is
+/// scratch (resized to the vocabulary).
+int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids);
 
 }  // namespace photon::cpu

@@ -1,34 +1,71 @@
-// Device-side token selection for the CPU backend (the GPU's sample kernel, on the host).
+// Token selection over one row of logits on the host: the CPU backend's sampler, the engine's host path (after
+// penalties) and the reference the GPU's sample kernel is tested against.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/random.hpp"
 #include "cpu/kernels.hpp"
 
 namespace photon::cpu {
 
-int32_t sample_row(const float* row, int64_t vocab, float temperature, float min_p, uint64_t seed, uint64_t index) {
-  int32_t best_id = 0;
-  if (temperature <= 0.0f) {
-    for (int64_t i = 1; i < vocab; ++i) {
-      if (row[i] > row[best_id]) best_id = static_cast<int32_t>(i);
-    }
-    return best_id;
+int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  if (p.temperature <= 0.0f) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
-  float max_logit = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) max_logit = std::fmax(max_logit, row[i]);
-  const float inv_t = 1.0f / temperature;
-  const float log_min_p = min_p > 0.0f ? std::log(min_p) : -INFINITY;
-  float best = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    const float scaled = (row[i] - max_logit) * inv_t;
-    if (scaled < log_min_p) continue;
-    const float v = scaled + gumbel(seed, index, static_cast<uint32_t>(i));
-    if (v > best) {
-      best = v;
-      best_id = static_cast<int32_t>(i);
+  const int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
+  const bool need_sorted = k < vocab || p.top_p < 1.0f;
+  ids.resize(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+  };
+  size_t n = ids.size();
+  if (k < vocab) {
+    std::nth_element(ids.begin(), ids.begin() + k, ids.end(), better);
+    n = static_cast<size_t>(k);
+  }
+  if (need_sorted) std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), better);
+
+  // Probabilities relative to the best candidate's (1), unnormalised.
+  const double inv_t = 1.0 / p.temperature;
+  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  auto scaled = [&](int32_t id) { return (logits[static_cast<size_t>(id)] - max_logit) * inv_t; };
+  if (p.top_p < 1.0f) {
+    // Smallest prefix (in descending order) whose mass reaches top_p; always at least one token.
+    double total = 0.0;
+    for (size_t i = 0; i < n; ++i) total += std::exp(scaled(ids[i]));
+    const double target = static_cast<double>(p.top_p) * total;
+    double mass = 0.0;
+    size_t keep = 0;
+    while (keep < n) {
+      mass += std::exp(scaled(ids[keep++]));
+      if (mass >= target) break;
+    }
+    n = keep;
+  }
+  if (p.min_p > 0.0f) {
+    const double log_min_p = std::log(static_cast<double>(p.min_p));
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (scaled(ids[i]) >= log_min_p) ids[kept++] = ids[i];
+    }
+    n = kept;
+  }
+  // Gumbel-max over the surviving candidates: an exact draw from their renormalised distribution.
+  int32_t best = ids[0];
+  float best_value = -INFINITY;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = ids[i];
+    const float value = static_cast<float>(scaled(id)) + gumbel(p.seed, p.index, static_cast<uint32_t>(id));
+    if (value > best_value || (value == best_value && id < best)) {
+      best_value = value;
+      best = id;
     }
   }
-  return best_id;
+  return best;
 }
 
 }  // namespace photon::cpu

@@ -58,11 +58,14 @@ void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* 
                        int max_query_len, int heads, int kv_heads, int head_dim, int block_size, float scale,
                        uint16_t* out, cudaStream_t s);
 
-/// One row to sample: Gumbel-max over logits[row] / temperature (argmax when temperature is 0), among tokens whose
-/// probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.
+/// One row to sample: argmax when temperature is 0, else Gumbel-max over logits[row] / temperature among the top_k
+/// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
+/// whose probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.
 struct SampleArgs {
   int32_t row;
   float temperature;
+  int32_t top_k;
+  float top_p;
   float min_p;
   int32_t pad;
   uint64_t seed;

@@ -53,7 +53,8 @@ Status setup_peer_all_reduce(CommGroup& group) {
     return Status(StatusCode::kUnsupported, "PHOTON_PEER_ALL_REDUCE=0");
   }
   if (n > cuda::PeerAllReduceBuffers::kMaxRanks) {
-    return Status(StatusCode::kUnsupported, fmt::format("{} GPUs (at most {})", n, cuda::PeerAllReduceBuffers::kMaxRanks));
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("{} GPUs (at most {})", n, cuda::PeerAllReduceBuffers::kMaxRanks));
   }
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) {
@@ -76,8 +77,9 @@ Status setup_peer_all_reduce(CommGroup& group) {
       if (e == cudaErrorPeerAccessAlreadyEnabled) {
         cudaGetLastError();  // not an error: another group enabled it
       } else if (e != cudaSuccess) {
-        status = Status(StatusCode::kUnsupported, fmt::format("enabling peer access from GPU {} to GPU {}: {}",
-                                                              group.devices[i], group.devices[j], cudaGetErrorString(e)));
+        status =
+            Status(StatusCode::kUnsupported, fmt::format("enabling peer access from GPU {} to GPU {}: {}",
+                                                         group.devices[i], group.devices[j], cudaGetErrorString(e)));
       }
     }
     void* workspace = nullptr;
@@ -89,8 +91,8 @@ Status setup_peer_all_reduce(CommGroup& group) {
     if (workspace == nullptr) continue;
     group.peer_workspaces.push_back(workspace);
     if (cudaMemset(workspace, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-      status = Status(StatusCode::kInternal, fmt::format("clearing the peer all-reduce workspace on GPU {}",
-                                                          group.devices[i]));
+      status = Status(StatusCode::kInternal,
+                      fmt::format("clearing the peer all-reduce workspace on GPU {}", group.devices[i]));
     }
   }
   if (!status.is_ok()) {
@@ -139,7 +141,8 @@ class NcclCommunicator final : public Communicator {
     const bool bf16 = x.dtype() == DType::kBF16 && residual.dtype() == DType::kBF16 && out.dtype() == DType::kBF16;
     if (!has_peer_ || !bf16 || weight.dtype() != DType::kF32 || x.ndim() != 2 || !x.is_contiguous() ||
         !residual.is_contiguous() || !out.is_contiguous() || !aligned(x) || !aligned(residual) || !aligned(out) ||
-        !aligned(weight) || !cuda::peer_all_reduce_add_rms_norm_fits(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)))) {
+        !aligned(weight) ||
+        !cuda::peer_all_reduce_add_rms_norm_fits(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)))) {
       Communicator::all_reduce_add_rms_norm(backend, x, residual, weight, eps, out);
       return;
     }

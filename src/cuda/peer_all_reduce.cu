@@ -28,7 +28,9 @@ constexpr int kChunkVecs = static_cast<int>(kChunkBytes / 16);
 // A peer that has not arrived after this long never will (its rank failed): stop with an error instead of hanging.
 constexpr unsigned long long kTimeoutNs = 120ull * 1000 * 1000 * 1000;
 
-__host__ __device__ constexpr size_t recv_bytes(int size) { return 2 * static_cast<size_t>(size) * kMaxBlocks * kChunkBytes; }
+__host__ __device__ constexpr size_t recv_bytes(int size) {
+  return 2 * static_cast<size_t>(size) * kMaxBlocks * kChunkBytes;
+}
 __host__ __device__ constexpr size_t flag_words(int size) { return 2 * static_cast<size_t>(size) * kMaxBlocks; }
 
 __device__ __forceinline__ uint4* recv_slot(void* base, int size, int parity, int source, int block) {
@@ -122,7 +124,8 @@ __device__ __forceinline__ void sum_ranks(float (&acc)[8], const uint4* mine, in
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
   for (int r = 0; r < buf.size; ++r) {
-    accumulate<kF32>(acc, r == buf.rank ? mine[v] : __ldcg(recv_slot(buf.base[buf.rank], buf.size, parity, r, block) + v));
+    accumulate<kF32>(acc,
+                     r == buf.rank ? mine[v] : __ldcg(recv_slot(buf.base[buf.rank], buf.size, parity, r, block) + v));
   }
 }
 

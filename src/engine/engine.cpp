@@ -33,11 +33,10 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t mix_seed(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull); }
 
-// Requests the device sampler can serve completely; the rest (top-k, top-p, penalties, logprobs) sample on the
-// host from a copy of their row. Both draw the same way, so the choice never changes a token.
+// Requests the device sampler can serve completely (temperature, top-k, top-p, min-p); the rest (penalties,
+// logprobs) sample on the host from a copy of their row. Both select the same way (cpu::sample_row).
 bool samples_on_device(const SamplingParams& p) {
-  return p.top_k <= 0 && p.top_p >= 1.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && !p.logprobs;
+  return p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.logprobs;
 }
 
 }  // namespace
@@ -417,13 +416,9 @@ Status Engine::Impl::step() {
     const int32_t row_index = s.logits_begin + s.num_logits - 1;
     const auto out_index = static_cast<uint64_t>(r.num_output_tokens());
     if (samples_on_device(r.params)) {
-      // Greedy, temperature and min-p: decided on the device; only the id comes back.
-      SampleRequest d;
+      // Decided on the device; only the id comes back.
+      SampleRequest d = sample_request(r.params, r.seed, out_index);
       d.row = row_index;
-      d.temperature = r.params.temperature;
-      d.min_p = r.params.min_p;
-      d.seed = r.seed;
-      d.index = out_index;
       device_samples.push_back(d);
       device_sample_owner.push_back(i);
       continue;

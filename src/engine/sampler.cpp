@@ -1,10 +1,9 @@
 #include "engine/sampler.hpp"
 
-#include "core/random.hpp"
+#include "cpu/kernels.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace photon {
 namespace {
@@ -83,62 +82,18 @@ int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, s
     apply_penalties(s.logits, p, prompt, output, s.counts);
     logits = s.logits;
   }
-  if (p.temperature <= 0.0f) return argmax(logits);
+  return cpu::sample_row(logits, sample_request(p, seed, index), s.ids);
+}
 
-  const auto vocab = static_cast<int32_t>(logits.size());
-  const int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
-  const bool need_sorted = k < vocab || p.top_p < 1.0f;
-  auto& ids = s.ids;
-  ids.resize(static_cast<size_t>(vocab));
-  std::iota(ids.begin(), ids.end(), 0);
-  auto better = [&](int32_t a, int32_t b) {
-    return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-           (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
-  };
-  size_t n = ids.size();
-  if (k < vocab) {
-    std::nth_element(ids.begin(), ids.begin() + k, ids.end(), better);
-    n = static_cast<size_t>(k);
-  }
-  if (need_sorted) std::sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), better);
-
-  // Unnormalised probabilities relative to the best candidate.
-  const double inv_t = 1.0 / p.temperature;
-  double max_logit = -INFINITY;
-  for (size_t i = 0; i < n; ++i) max_logit = std::max<double>(max_logit, logits[static_cast<size_t>(ids[i])]);
-  auto weight = [&](int32_t id) { return std::exp((logits[static_cast<size_t>(id)] - max_logit) * inv_t); };
-  if (p.top_p < 1.0f) {
-    // Smallest prefix (in descending order) whose mass reaches top_p; always at least one token.
-    double total = 0.0;
-    for (size_t i = 0; i < n; ++i) total += weight(ids[i]);
-    double mass = 0.0;
-    size_t keep = 0;
-    while (keep < n) {
-      mass += weight(ids[keep++]);
-      if (mass >= p.top_p * total) break;
-    }
-    n = keep;
-  }
-  if (p.min_p > 0.0f) {  // weights are relative to the best candidate's (1)
-    size_t kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (weight(ids[i]) >= p.min_p) ids[kept++] = ids[i];
-    }
-    n = kept;
-  }
-  // Gumbel-max over the surviving candidates: an exact draw from their renormalised distribution.
-  int32_t best = ids[0];
-  float best_value = -INFINITY;
-  for (size_t i = 0; i < n; ++i) {
-    const int32_t id = ids[i];
-    const float value = static_cast<float>((logits[static_cast<size_t>(id)] - max_logit) * inv_t) +
-                        gumbel(seed, index, static_cast<uint32_t>(id));
-    if (value > best_value || (value == best_value && id < best)) {
-      best_value = value;
-      best = id;
-    }
-  }
-  return best;
+SampleRequest sample_request(const SamplingParams& p, uint64_t seed, uint64_t index) {
+  SampleRequest r;
+  r.temperature = p.temperature;
+  r.top_k = p.top_k;
+  r.top_p = p.top_p;
+  r.min_p = p.min_p;
+  r.seed = seed;
+  r.index = index;
+  return r;
 }
 
 }  // namespace photon

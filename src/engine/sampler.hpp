@@ -7,6 +7,8 @@
 
 #include <photon/sampling.hpp>
 
+#include "core/backend.hpp"
+
 namespace photon {
 
 /// log_softmax(logits)[token] and the top `k` entries (k may be 0), computed in double precision.
@@ -27,5 +29,9 @@ struct SamplerScratch {
 /// keyed by (seed, index) — see core/random.hpp; the GPU sampler draws the same way. Greedy when temperature is 0.
 int32_t sample_next_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& scratch);
+
+/// The backend's description of draw `index` of a request's stream `seed` with these parameters (row 0; penalties
+/// and logprobs are the host's part).
+SampleRequest sample_request(const SamplingParams& params, uint64_t seed, uint64_t index);
 
 }  // namespace photon
