@@ -114,10 +114,10 @@ class NcclCommunicator final : public Communicator {
         comm_(group_->comms[index]),
         stream_(group_->streams[index]),
         rank_(rank),
-        size_(size) {
+        size_(size),
+        has_peer_(!group_->peer_workspaces.empty()) {
     peer_.rank = rank;
     peer_.size = size;
-    has_peer_ = !group_->peer_workspaces.empty();
     for (size_t r = 0; r < group_->peer_workspaces.size(); ++r) peer_.base[r] = group_->peer_workspaces[r];
   }
 
@@ -188,7 +188,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_;
-  bool has_peer_ = false;
+  bool has_peer_;
   cuda::PeerAllReduceBuffers peer_{};
 };
 
