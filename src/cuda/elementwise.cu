@@ -4,6 +4,7 @@
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/row_norm.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -28,22 +29,6 @@ __global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int rows
 constexpr int kNormThreads = 256;
 constexpr int kMaxVecs = 4;  // rows up to 256 * 8 * 4 = 8192
 
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    f[2 * e] = __uint_as_float(w[e] << 16);
-    f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e)
-    w[e] = static_cast<uint32_t>(f2bf(f[2 * e])) | (static_cast<uint32_t>(f2bf(f[2 * e + 1])) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 // kAdd: residual = bf16(residual + x) first (as transformers adds in bf16), then the norm of the residual.
 template <bool kAdd>
 __global__ void __launch_bounds__(kNormThreads)
@@ -51,15 +36,8 @@ __global__ void __launch_bounds__(kNormThreads)
   __shared__ float scratch[32];
   const int vecs = dim / 8;
   const int64_t base = static_cast<int64_t>(blockIdx.x) * dim;
-  float ws[kMaxVecs][8];  // the weights are constant: loaded while the kernel before this one finishes
-#pragma unroll
-  for (int j = 0; j < kMaxVecs; ++j) {
-    const int i = threadIdx.x + j * kNormThreads;
-    if (i >= vecs) break;
-    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
-    ws[j][0] = w0.x, ws[j][1] = w0.y, ws[j][2] = w0.z, ws[j][3] = w0.w;
-    ws[j][4] = w1.x, ws[j][5] = w1.y, ws[j][6] = w1.z, ws[j][7] = w1.w;
-  }
+  float ws[kMaxVecs][8];
+  load_norm_weights<kMaxVecs, kNormThreads>(w, vecs, ws);  // before the wait: they are constant
   pdl_begin();
   float v[kMaxVecs][8];
   float ss = 0.0f;
@@ -78,16 +56,7 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[j][e] * v[j][e];
   }
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
-#pragma unroll
-  for (int j = 0; j < kMaxVecs; ++j) {
-    const int i = threadIdx.x + j * kNormThreads;
-    if (i >= vecs) break;
-    float o[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = ws[j][e] * (v[j][e] * inv);
-    reinterpret_cast<uint4*>(out + base)[i] = pack8(o);
-  }
+  write_rms_norm<kMaxVecs, kNormThreads>(v, ws, ss, vecs, dim, eps, reinterpret_cast<uint4*>(out + base), scratch);
 }
 
 bool vector_norm(int dim) { return dim % 8 == 0 && dim <= kNormThreads * 8 * kMaxVecs; }

@@ -17,6 +17,7 @@
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/row_norm.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -62,29 +63,18 @@ __device__ __forceinline__ unsigned long long now_ns() {
 // acc += the 16 bytes of v as 8 bf16 or 4 f32 values.
 template <bool kF32>
 __device__ __forceinline__ void accumulate(float (&acc)[8], const uint4& v) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float f[8] = {__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)};
+  if constexpr (!kF32) unpack8(v, f);
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if constexpr (kF32) {
-      acc[e] += __uint_as_float(w[e]);
-    } else {
-      acc[2 * e] += __uint_as_float(w[e] << 16);
-      acc[2 * e + 1] += __uint_as_float(w[e] & 0xffff0000u);
-    }
-  }
+  for (int e = 0; e < (kF32 ? 4 : 8); ++e) acc[e] += f[e];
 }
+// The 16 bytes of 8 bf16 or 4 f32 values.
 template <bool kF32>
 __device__ __forceinline__ uint4 pack(const float (&acc)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if constexpr (kF32) {
-      w[e] = __float_as_uint(acc[e]);
-    } else {
-      w[e] = static_cast<uint32_t>(f2bf(acc[2 * e])) | (static_cast<uint32_t>(f2bf(acc[2 * e + 1])) << 16);
-    }
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  if constexpr (kF32)
+    return make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]), __float_as_uint(acc[2]),
+                      __float_as_uint(acc[3]));
+  return pack8(acc);
 }
 
 // Steps 1 and 2 for block `block`: pushes `count` vectors at `mine` to every peer and waits for theirs. Returns the
@@ -145,14 +135,16 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(uint4* x, int
 
 // One block per row of `dim` bf16 values: the row of x is all-reduced (rounded to bf16, as all_reduce_sum leaves
 // it), added to the residual in bf16, and the residual's RMSNorm times w written to out — the arithmetic of
-// all_reduce_sum followed by add_rms_norm.
+// all_reduce_sum followed by add_rms_norm, with add_rms_norm's own code (row_norm.cuh).
 constexpr int kNormVecs = kChunkVecs / kThreads;  // 16-byte vectors per thread at the widest row
 __global__ void __launch_bounds__(kThreads)
     peer_all_reduce_add_rms_norm_kernel(const uint4* x, int dim, uint4* residual, const float* w, float eps, uint4* out,
                                         PeerAllReduceBuffers buf) {
-  pdl_begin();
   __shared__ float scratch[32];
   const int row = blockIdx.x, count = dim / 8;
+  float ws[kNormVecs][8];
+  load_norm_weights<kNormVecs, kThreads>(w, count, ws);  // before the wait: they are constant
+  pdl_begin();
   const uint4* mine = x + static_cast<int64_t>(row) * count;
   uint4* res = residual + static_cast<int64_t>(row) * count;
   const int parity = exchange(mine, count, buf, row);
@@ -162,31 +154,16 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kNormVecs; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= count) break;
-    float acc[8];
-    sum_ranks<false>(acc, mine, i, buf, parity, row);
-    const uint4 r = res[i];
-    const uint32_t rw[4] = {r.x, r.y, r.z, r.w};
+    float sum[8], r[8];
+    sum_ranks<false>(sum, mine, i, buf, parity, row);
+    unpack8(res[i], r);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      v[j][2 * e] = bf2f(f2bf(__uint_as_float(rw[e] << 16) + bf2f(f2bf(acc[2 * e]))));
-      v[j][2 * e + 1] = bf2f(f2bf(__uint_as_float(rw[e] & 0xffff0000u) + bf2f(f2bf(acc[2 * e + 1]))));
-    }
-    res[i] = pack<false>(v[j]);
+    for (int e = 0; e < 8; ++e) v[j][e] = bf2f(f2bf(r[e] + bf2f(f2bf(sum[e]))));
+    res[i] = pack8(v[j]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[j][e] * v[j][e];
   }
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(dim) + eps);
-#pragma unroll
-  for (int j = 0; j < kNormVecs; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    if (i >= count) break;
-    const float4 w0 = reinterpret_cast<const float4*>(w)[2 * i], w1 = reinterpret_cast<const float4*>(w)[2 * i + 1];
-    const float ws[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    float o[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = ws[e] * (v[j][e] * inv);
-    out[static_cast<int64_t>(row) * count + i] = pack<false>(o);
-  }
+  write_rms_norm<kNormVecs, kThreads>(v, ws, ss, count, dim, eps, out + static_cast<int64_t>(row) * count, scratch);
 }
 
 }  // namespace
