@@ -165,6 +165,25 @@ if [ -f "$tok_dir/tokenizer.json" ]; then
 else
   echo "SKIP: tokenizer CLI checks (run scripts/fetch-tokenizers.sh)"
 fi
+# photon bench: the JSON contract on a tiny CPU model (greedy and sampled), and its argument errors.
+for extra in "" "--temperature 0.8 --top-k 20 --top-p 0.9"; do
+  # shellcheck disable=SC2086
+  line=$("$photon" bench --model dummy:tiny-llama3 --device cpu --num-prompts 3 --input-len 5 --output-len 4 --json $extra 2>/dev/null | tail -1)
+  if python3 - "$line" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: photon bench --json $extra: $line"; failures=$((failures + 1)); fi
+import json, sys
+r = json.loads(sys.argv[1])
+assert (r["num_prompts"], r["input_len"], r["output_len"]) == (3, 5, 4), r
+for key in ("elapsed_s", "output_tok_per_s", "total_tok_per_s", "peak_device_bytes"):
+    assert r[key] > 0, key
+for key in ("ttft_ms", "tpot_ms"):
+    assert set(r[key]) == {"p50", "p90", "p99"}, key
+assert r["device"].startswith("cpu"), r["device"]
+assert abs(r["output_tok_per_s"] * r["elapsed_s"] - 12) < 1e-6 * 12 + 1e-9, r  # exactly 3 x 4 tokens
+PY
+done
+check "bench missing flag" 2 "'--input-len' is required" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --output-len 1
+check "bench bad top-p" 2 "'--top-p' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --top-p 1.5
+check "bench bad quantization" 2 "'--quantization' must be none" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --quantization fp4
 check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
 check "tokenize missing file" 1 "no tokenizer.json" -- "$photon" tokenize --tokenizer /tmp
