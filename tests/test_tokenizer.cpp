@@ -164,6 +164,9 @@ TEST_CASE("malformed tokenizer files give errors that name the problem") {
   expect("{" + model + R"(,"pre_tokenizer":{"type":"Whitespace"}})", StatusCode::kUnsupported, "Whitespace");
   expect("{" + model + R"(,"decoder":{"type":"WordPiece"}})", StatusCode::kUnsupported, "WordPiece");
   expect(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":["a b"]}})", StatusCode::kFormatError, "missing");
+  // An empty vocabulary (found by fuzz_tokenizer_json: merges were looked up in an empty table).
+  expect(R"({"model":{"type":"BPE","vocab":{},"merges":["a b"]}})", StatusCode::kFormatError, "no tokens");
+  expect(R"({"model":{"type":"BPE","vocab":{},"merges":[]}})", StatusCode::kFormatError, "no tokens");
   expect(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[3]}})", StatusCode::kFormatError, "merge #0");
   expect("{" + model + R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(unclosed"}}})",
          StatusCode::kFormatError, "does not compile");

@@ -97,6 +97,7 @@ uint64_t hash_bytes(std::string_view s) {
 }
 
 std::optional<int32_t> BpeModel::vocab_find(std::string_view token) const {
+  if (vocab_.empty()) return std::nullopt;
   const uint64_t h = hash_bytes(token);
   for (size_t i = static_cast<size_t>(h) & vocab_mask_;; i = (i + 1) & vocab_mask_) {
     const VocabEntry& e = vocab_[i];
@@ -193,6 +194,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::from_json(const json& model, std::st
       PHOTON_RETURN_IF_ERROR(on_token(it.key(), static_cast<int32_t>(it->get<int64_t>())));
     }
   }
+  if (max_id < 0) return bad("'vocab' holds no tokens");
   m->id_offsets_.assign(static_cast<size_t>(max_id) + 1, {0, ~0u});
   for (const VocabEntry& e : m->vocab_) {
     if (e.id >= 0) m->id_offsets_[static_cast<size_t>(e.id)] = {e.offset, e.length};
