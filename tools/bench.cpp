@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "engine_flags.hpp"
 #include "progress.hpp"
+#include "sampling_flags.hpp"
 
 namespace photon::cli {
 namespace {
@@ -33,9 +34,7 @@ Args make_args() {
   a.option("num-prompts", "N", "requests to run");
   a.option("input-len", "I", "prompt tokens per request");
   a.option("output-len", "O", "generated tokens per request (EOS ignored)");
-  a.option("temperature", "T", "sampling temperature of every request (0: greedy)", "0");
-  a.option("top-k", "K", "keep the K most likely tokens (0: all)", "0");
-  a.option("top-p", "P", "keep the most likely tokens whose probability reaches P", "1");
+  add_sampling_flags(a);  // every request samples this way
   a.flag("json", "print the results as one JSON object on the last stdout line");
   return a;
 }
@@ -55,7 +54,7 @@ json percentiles(std::vector<double> values) {
 struct Options {
   EngineConfig config;
   int64_t num_prompts = 0, input_len = 0, output_len = 0;
-  SamplingParams sampling;  // temperature, top-k and top-p of every request
+  SamplingParams sampling;  // temperature, top-k, top-p and min-p of every request
   bool json_output = false;
 };
 
@@ -74,12 +73,7 @@ Status read_options(const Args& a, Options& o) {
   PHOTON_ASSIGN_OR_RETURN(o.input_len, a.get_int("input-len", 1, 1 << 20));
   PHOTON_ASSIGN_OR_RETURN(o.output_len, a.get_int("output-len", 1, 1 << 20));
   if (o.config.max_model_len == 0) o.config.max_model_len = static_cast<int32_t>(o.input_len + o.output_len);
-  PHOTON_ASSIGN_OR_RETURN(const double temperature, a.get_double("temperature", 0.0, 100.0));
-  PHOTON_ASSIGN_OR_RETURN(const int64_t top_k, a.get_int("top-k", 0, 1 << 30));
-  PHOTON_ASSIGN_OR_RETURN(const double top_p, a.get_double("top-p", 1e-6, 1.0));
-  o.sampling.temperature = static_cast<float>(temperature);
-  o.sampling.top_k = static_cast<int32_t>(top_k);
-  o.sampling.top_p = static_cast<float>(top_p);
+  PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, o.sampling));
   o.json_output = a.has("json");
   return Status::ok();
 }

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "engine_flags.hpp"
 #include "progress.hpp"
+#include "sampling_flags.hpp"
 
 namespace photon::cli {
 namespace {
@@ -64,10 +65,7 @@ Args make_args() {
            "tokenizer; missing fields take the flags' values");
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
-  a.option("temperature", "T", "0 for greedy; above 0 samples from softmax(logits / T)", "0");
-  a.option("top-k", "K", "sample among the K most likely tokens (0: all)", "0");
-  a.option("top-p", "P", "sample among the most likely tokens holding probability P", "1");
-  a.option("min-p", "P", "drop tokens less likely than P times the most likely one", "0");
+  add_sampling_flags(a);
   a.option("repetition-penalty", "R", "penalise tokens already in the prompt or output (1: off)", "1");
   a.option("presence-penalty", "X", "subtract X from logits of tokens already generated", "0");
   a.option("frequency-penalty", "X", "subtract X per earlier occurrence in the output", "0");
@@ -82,22 +80,15 @@ Args make_args() {
 
 Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
-// Sampling defaults from the flags; request lines override them field by field.
-Status read_sampling_flags(const Args& a, SamplingParams& p) {
+// Request defaults from the flags; request lines override them field by field.
+Status read_request_defaults(const Args& a, SamplingParams& p) {
   PHOTON_ASSIGN_OR_RETURN(int64_t max_tokens, a.get_int("max-tokens", 1, 1 << 24));
   p.max_tokens = static_cast<int32_t>(max_tokens);
   p.ignore_eos = a.has("ignore-eos");
-  PHOTON_ASSIGN_OR_RETURN(double t, a.get_double("temperature", 0.0, 100.0));
-  PHOTON_ASSIGN_OR_RETURN(int64_t k, a.get_int("top-k", -1, 1 << 24));
-  PHOTON_ASSIGN_OR_RETURN(double top_p, a.get_double("top-p", 1e-9, 1.0));
-  PHOTON_ASSIGN_OR_RETURN(double min_p, a.get_double("min-p", 0.0, 1.0));
+  PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, p));
   PHOTON_ASSIGN_OR_RETURN(double rep, a.get_double("repetition-penalty", 1e-6, 100.0));
   PHOTON_ASSIGN_OR_RETURN(double pres, a.get_double("presence-penalty", -2.0, 2.0));
   PHOTON_ASSIGN_OR_RETURN(double freq, a.get_double("frequency-penalty", -2.0, 2.0));
-  p.temperature = static_cast<float>(t);
-  p.top_k = static_cast<int32_t>(k);
-  p.top_p = static_cast<float>(top_p);
-  p.min_p = static_cast<float>(min_p);
   p.repetition_penalty = static_cast<float>(rep);
   p.presence_penalty = static_cast<float>(pres);
   p.frequency_penalty = static_cast<float>(freq);
@@ -257,7 +248,7 @@ json outcome_json(const Outcome& o, bool with_text) {
 Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs) {
   PHOTON_RETURN_IF_ERROR(read_engine_config(a, config));
   SamplingParams defaults;
-  PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, defaults));
+  PHOTON_RETURN_IF_ERROR(read_request_defaults(a, defaults));
   if (a.has("requests") + a.has("prompt-ids") + a.has("prompt") != 1) {
     return bad("give exactly one of '--prompt-ids' or '--prompt' (one request) and '--requests FILE' (a batch)");
   }

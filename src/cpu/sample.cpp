@@ -11,9 +11,8 @@ namespace photon::cpu {
 
 int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids) {
   const auto vocab = static_cast<int32_t>(logits.size());
-  if (p.temperature <= 0.0f) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  }
+  const auto top = std::max_element(logits.begin(), logits.end());  // the first of equal maxima
+  if (p.temperature <= 0.0f) return static_cast<int32_t>(top - logits.begin());
   const int32_t k = p.top_k > 0 ? std::min(p.top_k, vocab) : vocab;
   const bool need_sorted = k < vocab || p.top_p < 1.0f;
   ids.resize(static_cast<size_t>(vocab));
@@ -31,7 +30,7 @@ int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::v
 
   // Probabilities relative to the best candidate's (1), unnormalised.
   const double inv_t = 1.0 / p.temperature;
-  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  const double max_logit = *top;
   auto scaled = [&](int32_t id) { return (logits[static_cast<size_t>(id)] - max_logit) * inv_t; };
   if (p.top_p < 1.0f) {
     // Smallest prefix (in descending order) whose mass reaches top_p; always at least one token.

@@ -114,8 +114,7 @@ class NcclCommunicator final : public Communicator {
         comm_(group_->comms[index]),
         stream_(group_->streams[index]),
         rank_(rank),
-        size_(size),
-        has_peer_(!group_->peer_workspaces.empty()) {
+        size_(size) {
     peer_.rank = rank;
     peer_.size = size;
     for (size_t r = 0; r < group_->peer_workspaces.size(); ++r) peer_.base[r] = group_->peer_workspaces[r];
@@ -128,7 +127,7 @@ class NcclCommunicator final : public Communicator {
     ncclDataType_t type = ncclFloat32;
     if (!nccl_type(x, type)) return;
     const size_t bytes = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
-    if (has_peer_ && type != ncclFloat16 && cuda::peer_all_reduce_fits(x.raw(), bytes)) {
+    if (has_peer() && type != ncclFloat16 && cuda::peer_all_reduce_fits(x.raw(), bytes)) {
       cuda::peer_all_reduce(x.raw(), bytes, type == ncclFloat32, peer_, stream_);
       return;
     }
@@ -139,7 +138,7 @@ class NcclCommunicator final : public Communicator {
                                Tensor& out) override {
     const auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0; };
     const bool bf16 = x.dtype() == DType::kBF16 && residual.dtype() == DType::kBF16 && out.dtype() == DType::kBF16;
-    if (!has_peer_ || !bf16 || weight.dtype() != DType::kF32 || x.ndim() != 2 || !x.is_contiguous() ||
+    if (!has_peer() || !bf16 || weight.dtype() != DType::kF32 || x.ndim() != 2 || !x.is_contiguous() ||
         !residual.is_contiguous() || !out.is_contiguous() || !aligned(x) || !aligned(residual) || !aligned(out) ||
         !aligned(weight) ||
         !cuda::peer_all_reduce_add_rms_norm_fits(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)))) {
@@ -162,6 +161,8 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Whether the GPUs of this group reach each other's memory (the peer all-reduce is set up).
+  bool has_peer() const { return !group_->peer_workspaces.empty(); }
   bool nccl_type(const Tensor& t, ncclDataType_t& type) {
     switch (t.dtype()) {
       case DType::kF32:
@@ -188,7 +189,6 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_;
-  bool has_peer_;
   cuda::PeerAllReduceBuffers peer_{};
 };
 

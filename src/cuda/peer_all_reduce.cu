@@ -1,5 +1,6 @@
 // One-shot all-reduce between the GPUs of one process over peer-mapped memory (NVLink), for decode-sized messages
-// where NCCL's per-call cost (tens of microseconds inside a CUDA graph) dwarfs the transfer.
+// whose transfer is small next to a collective's fixed cost (on 2 x H200 in a CUDA graph, 8 KB: 4.1 us here, 6.3 us
+// through NCCL), and which can then be fused with the residual add and RMSNorm that follow it.
 //
 // Each rank's workspace (on its own GPU, mapped into every peer) holds receive slots [parity][source rank][block],
 // arrival flags with the same index, and per-block call counters. Block b of every rank owns bytes
