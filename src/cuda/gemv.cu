@@ -3,6 +3,8 @@
 // - a block of 256 threads is cut into groups of T threads (T = K/8 rounded down to a power of two, 32..256); each
 //   group owns kRows weight rows and strides along K with 16-byte loads, so each thread keeps kRows loads in flight
 //   per pass (two passes unrolled), applies each to all M activation rows, and the group's sums meet in shared memory;
+// - the first pass of weight loads is issued before the PDL wait (weights are constant), so it streams in while the
+//   previous kernel finishes: for small models' matrices (K / 8 <= T) that is every load of the kernel;
 // - kRows is chosen per call so that the grid has several blocks per SM (small matrices) yet each thread has many
 //   loads in flight (large ones);
 // - the SwiGLU form reads gate row j and up row j + I of a stacked [gate; up] matrix in the same group and writes
@@ -39,7 +41,6 @@ template <int M, int kRows, bool kSwiglu>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
                 int group_threads, void* __restrict__ out, bool out_f32) {
-  pdl_begin();
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
   __shared__ float partial[kThreads / 32][M * kRows];
   const int groups = kThreads / group_threads;
@@ -54,6 +55,15 @@ __global__ void __launch_bounds__(kThreads)
     rows[r] = reinterpret_cast<const uint4*>(w + row * k);
     if constexpr (kSwiglu) rows[kOut + r] = reinterpret_cast<const uint4*>(w + (row + n) * k);
   }
+  // The weights are constant, so the first pass of loads is issued before the wait and streams in while the kernel
+  // before this one finishes; for the matrices of small models (K / 8 <= T) that pass is the whole row.
+  uint4 first_w[kRows];
+  const bool has_first = tid < vecs;
+  if (has_first) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) first_w[r] = __ldcs(rows[r] + tid);
+  }
+  pdl_begin();
   const uint4* xs[M];
 #pragma unroll
   for (int i = 0; i < M; ++i) xs[i] = reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx);
@@ -63,9 +73,17 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.0f;
+  if (has_first) {
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      const uint4 xv = xs[i][tid];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(first_w[r], xv);
+    }
+  }
 
 #pragma unroll 2
-  for (int v = tid; v < vecs; v += group_threads) {
+  for (int v = tid + group_threads; v < vecs; v += group_threads) {
     uint4 wv[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);

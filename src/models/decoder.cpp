@@ -12,6 +12,8 @@ namespace {
 
 Status batch_error(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
+int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }  // index arrays start on 64-byte boundaries
+
 }  // namespace
 
 void ForwardBatch::clear() {
@@ -115,23 +117,16 @@ Status Decoder::allocate_workspace() {
     *item.slot = std::move(*tensor);
     workspace_bytes_ += item.slot->nbytes();
   }
-  // One device buffer (and its host mirror) for all index arrays, so a step's upload is a few async copies.
+  // One device buffer (and its host mirror) for all index arrays: large enough for every layout place_indices makes.
   const int64_t seqs = limits_.max_num_seqs;
-  Tensor* regions[] = {&ids_,          &positions_,      &slots_,         &query_start_,  &seq_lens_,
-                       &block_indptr_, &logits_indices_, &decode_tokens_, &prefill_seqs_, &block_indices_};
-  const int64_t sizes[] = {t, t, t, seqs + 1, seqs, seqs + 1, l, t, seqs, limits_.max_num_blocks};
   int64_t total = 0;
-  for (int64_t n : sizes) total += (n + 15) / 16 * 16;  // 64-byte aligned regions
+  for (int64_t n : {t, t, t, seqs + 1, seqs, seqs + 1, l, t, seqs, limits_.max_num_blocks}) total += aligned(n);
   auto indices = Tensor::empty({total}, DType::kI32, a);
   if (!indices) return indices.status().with_context("allocating the batch index buffer");
   indices_ = std::move(*indices);
   PHOTON_ASSIGN_OR_RETURN(staging_, backend_.allocate_host(static_cast<size_t>(total) * sizeof(int32_t)));
   workspace_bytes_ += indices_.nbytes();
-  int64_t offset = 0;
-  for (size_t i = 0; i < std::size(regions); ++i) {
-    *regions[i] = indices_.slice_rows(offset, offset + sizes[i]);
-    offset += (sizes[i] + 15) / 16 * 16;
-  }
+  place_indices(t, seqs, l);
   const std::vector<float> inv = rope_inv_freq(c.rope, c.head_dim);
   backend_.copy_to_device(inv.data(), inv_freq_, inv.size() * sizeof(float));
   return Status::ok();
@@ -197,7 +192,20 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
   return Status::ok();
 }
 
+void Decoder::place_indices(int64_t tokens, int64_t seqs, int64_t logits) {
+  Tensor* regions[] = {&ids_,          &positions_,      &slots_,         &query_start_, &seq_lens_,
+                       &block_indptr_, &logits_indices_, &decode_tokens_, &prefill_seqs_};
+  const int64_t sizes[] = {tokens, tokens, tokens, seqs + 1, seqs, seqs + 1, logits, tokens, seqs};
+  int64_t offset = 0;
+  for (size_t i = 0; i < std::size(regions); ++i) {
+    *regions[i] = indices_.slice_rows(offset, offset + sizes[i]);
+    offset += aligned(sizes[i]);
+  }
+  block_indices_ = indices_.slice_rows(offset, indices_.size(0));
+}
+
 void Decoder::upload(const ForwardBatch& b, Shape& shape) {
+  place_indices(shape.tokens, shape.seqs, shape.logits);
   decode_host_.clear();
   prefill_host_.clear();
   shape.max_prefill_query_len = 0;
@@ -214,13 +222,10 @@ void Decoder::upload(const ForwardBatch& b, Shape& shape) {
   }
   shape.decode_tokens = static_cast<int64_t>(decode_host_.size());
   shape.prefill_seqs = static_cast<int64_t>(prefill_host_.size());
+  // The host buffer mirrors the device buffer; the used prefix (the block table last) goes over in one copy.
   auto* host = static_cast<int32_t*>(staging_.get());
-  auto put = [&](const std::vector<int32_t>& src, Tensor& dst) {
-    if (src.empty()) return;
-    // The staging buffer mirrors the device buffer, so each array goes to its own region.
-    int32_t* slot = host + (dst.data<int32_t>() - indices_.data<int32_t>());
-    std::copy(src.begin(), src.end(), slot);
-    backend_.copy_to_device(slot, dst, src.size() * sizeof(int32_t));
+  auto put = [&](const std::vector<int32_t>& src, const Tensor& dst) {
+    std::copy(src.begin(), src.end(), host + (dst.data<int32_t>() - indices_.data<int32_t>()));
   };
   put(b.token_ids, ids_);
   put(b.positions, positions_);
@@ -228,10 +233,13 @@ void Decoder::upload(const ForwardBatch& b, Shape& shape) {
   put(b.query_start, query_start_);
   put(b.seq_lens, seq_lens_);
   put(b.block_indptr, block_indptr_);
-  put(b.block_indices, block_indices_);
   put(b.logits_indices, logits_indices_);
   put(decode_host_, decode_tokens_);
   put(prefill_host_, prefill_seqs_);
+  put(b.block_indices, block_indices_);
+  const auto used = static_cast<size_t>(block_indices_.data<int32_t>() - indices_.data<int32_t>()) +
+                    b.block_indices.size();
+  backend_.copy_to_device(host, indices_, used * sizeof(int32_t));
 }
 
 int64_t Decoder::graph_bucket(const ForwardBatch& b) const {

@@ -89,7 +89,12 @@ class Decoder {
           Communicator* communicator);
   Status allocate_workspace();
   Status validate(const ForwardBatch& batch, const PagedKvCache& kv_cache) const;
-  /// Copies the batch's arrays (and its decode / prefill split) to the device; fills the shape's split counts.
+  /// Lays the index arrays of a pass with these sizes out back to back in indices_, the block table last, so a
+  /// pass's upload is one copy of the buffer's used prefix. A graph keeps the views of its bucket's layout, which
+  /// every replay of the bucket recreates.
+  void place_indices(int64_t tokens, int64_t seqs, int64_t logits);
+  /// Copies the batch's arrays (and its decode / prefill split) to the device in one copy; fills the shape's split
+  /// counts.
   void upload(const ForwardBatch& batch, Shape& shape);
   void run(const Shape& shape, PagedKvCache& kv_cache);
   /// The graph bucket for a decode-only batch of `tokens` sequences, or 0 when it runs eagerly.
@@ -106,7 +111,8 @@ class Decoder {
 
   // Device workspace, each sized for the limits.
   Tensor inv_freq_;
-  // Index arrays: views into one device buffer, mirrored by a (page-locked) host staging buffer.
+  // Index arrays: views into one device buffer (placed per pass by place_indices), mirrored by a page-locked host
+  // staging buffer.
   Tensor indices_;
   std::shared_ptr<void> staging_;
   Tensor ids_, positions_, slots_, query_start_, seq_lens_, block_indptr_, block_indices_, logits_indices_;
