@@ -227,12 +227,20 @@ TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
     const std::vector<int32_t> ids = {4, 0, 4, 2};
     Tensor gids = gpu_ints(*b.gpu, ids);
     Tensor gemb = Tensor::empty({4, dim}, DType::kBF16, b.gpu->allocator()).value();
-    b.gpu->embed(gids, gx, 0, gemb);
+    const Tensor none;
+    b.gpu->embed(gids, none, gx, 0, gemb);
     const auto emb = read_back(*b.gpu, gemb);
     for (int t = 0; t < 4; ++t)
       for (int i = 0; i < dim; ++i) REQUIRE(emb[t * dim + i] == x[ids[t] * dim + i]);
+    // Placeholders -(k + 1) read the k-th id of a sampled-ids array on the device.
+    Tensor gsampled = gpu_ints(*b.gpu, std::vector<int32_t>{3, 1});
+    b.gpu->embed(gpu_ints(*b.gpu, std::vector<int32_t>{-2, 0, -1, 4}), gsampled, gx, 0, gemb);
+    const auto resolved = read_back(*b.gpu, gemb);
+    const int resolved_ids[] = {1, 0, 3, 4};
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < dim; ++i) REQUIRE(resolved[t * dim + i] == x[resolved_ids[t] * dim + i]);
     // A vocabulary slice holding ids [2, 4): ids 4 and 0 embed as zeros.
-    b.gpu->embed(gids, gx.slice_rows(0, 2), 2, gemb);
+    b.gpu->embed(gids, none, gx.slice_rows(0, 2), 2, gemb);
     const auto part = read_back(*b.gpu, gemb);
     for (int t = 0; t < 4; ++t)
       for (int i = 0; i < dim; ++i) REQUIRE(part[t * dim + i] == (ids[t] == 2 ? x[0 * dim + i] : 0.0f));
@@ -420,8 +428,16 @@ TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
     r.index = static_cast<uint64_t>(i * 7);
     reqs.push_back(r);
   }
-  std::vector<int32_t> ids(reqs.size());
-  REQUIRE(b.gpu->sample(g, reqs, ids).is_ok());
+  // The ids land on the device (for the next step's placeholders) and, once waited for, on the host.
+  Tensor device_ids = Tensor::empty({static_cast<int64_t>(reqs.size())}, DType::kI32, b.gpu->allocator()).value();
+  auto host = b.gpu->allocate_host(reqs.size() * sizeof(int32_t)).value();
+  REQUIRE(b.gpu->sample(g, reqs, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+  REQUIRE(b.gpu->wait_samples().is_ok());
+  const auto* host_ids = static_cast<const int32_t*>(host.get());
+  const std::vector<int32_t> ids(host_ids, host_ids + reqs.size());
+  std::vector<int32_t> on_device(reqs.size());
+  b.gpu->copy_to_host(device_ids, on_device.data(), on_device.size() * sizeof(int32_t));
+  CHECK(on_device == ids);
   std::vector<int32_t> scratch;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];

@@ -113,12 +113,20 @@ TEST_CASE("silu_mul, embed and gather_rows") {
   const auto table = encode(random_floats(10 * 6, rng), DType::kBF16, table_rounded);
   const int32_t ids[] = {9, 0, 4, 4};
   std::vector<float> e(4 * 6);
-  cpu::embed(ids, 4, table.data(), DType::kBF16, 10, 6, 0, e.data());
+  cpu::embed(ids, 4, nullptr, table.data(), DType::kBF16, 10, 6, 0, e.data());
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 6; ++i) CHECK(e[t * 6 + i] == table_rounded[ids[t] * 6 + i]);
+  // Placeholders -(k + 1) take the k-th sampled id.
+  const int32_t sampled[] = {7, 2};
+  const int32_t with_placeholders[] = {-2, 0, -1, 4};
+  std::vector<float> p(4 * 6);
+  cpu::embed(with_placeholders, 4, sampled, table.data(), DType::kBF16, 10, 6, 0, p.data());
+  const int32_t resolved[] = {2, 0, 7, 4};
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 6; ++i) CHECK(p[t * 6 + i] == table_rounded[resolved[t] * 6 + i]);
   // A vocabulary slice: the table holds ids [4, 8); other ids embed as zeros.
   std::vector<float> slice(4 * 6, -1.0f);
-  cpu::embed(ids, 4, table.data() + 4 * 6 * 2, DType::kBF16, 4, 6, 4, slice.data());
+  cpu::embed(ids, 4, nullptr, table.data() + 4 * 6 * 2, DType::kBF16, 4, 6, 4, slice.data());
   for (int t = 0; t < 4; ++t)
     for (int i = 0; i < 6; ++i) CHECK(slice[t * 6 + i] == (ids[t] == 4 ? table_rounded[4 * 6 + i] : 0.0f));
 

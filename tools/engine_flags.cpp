@@ -50,6 +50,7 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("kv-cache-dtype", "auto|f32|bf16", "dtype of the KV cache (auto: f32 on the CPU, bf16 on a GPU)", "auto");
   a.flag("enable-prefix-caching", "reuse the KV cache of shared prompt prefixes (the default)");
   a.flag("no-prefix-caching", "compute every prompt in full");
+  a.flag("no-async-scheduling", "wait for each step's sampled tokens before planning the next");
   a.flag("enforce-eager", "never replay decode steps as CUDA graphs");
   a.option("threads", "N", "CPU threads (default: OpenMP's choice, usually all cores)");
   a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
@@ -129,6 +130,7 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   }
   c.enable_prefix_caching = !a.has("no-prefix-caching");
   c.enforce_eager = a.has("enforce-eager");
+  c.async_scheduling = !a.has("no-async-scheduling");
   if (a.has("threads")) {
     PHOTON_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 1, 4096));
     omp_set_num_threads(static_cast<int>(threads));

@@ -79,6 +79,11 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   /// Run every step eagerly, never as a captured CUDA graph (for debugging and comparison).
   bool enforce_eager = false;
+  /// Plan and enqueue each decode step before the previous step's sampled ids reach the host, so the GPU never
+  /// waits for the host's bookkeeping between steps (the next step reads those ids on the device). Applies to steps
+  /// whose every token is sampled on the device (no logprobs or penalties) on one rank; others run in turn. A
+  /// request that stops has one token more computed, which is discarded. Outputs are identical either way.
+  bool async_scheduling = true;
   /// Seed of dummy weights and of requests that carry no seed.
   uint64_t seed = 0;
   /// Tokenizer folder or tokenizer.json; "" uses the model folder's when it has one. Without a tokenizer the
@@ -189,7 +194,9 @@ class PHOTON_API Engine {
   /// Ends a request at the next step boundary (its KV blocks are freed then); it reports kCancelled.
   /// kNotFound when the id is unknown or already finished.
   Status cancel(uint64_t request_id);
-  /// One iteration: schedule, forward, sample, update. Does nothing when no request is pending.
+  /// One iteration: schedule, forward, sample, update, emit. With async scheduling the next step is planned and
+  /// enqueued before this one's tokens are emitted, so a step() call may leave one step running on the device; the
+  /// next call (or the destructor) completes it. Does nothing when no request is pending.
   Status step();
   /// Drains the events produced since the last call, in order.
   std::vector<RequestEvent> poll();

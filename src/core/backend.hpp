@@ -88,9 +88,12 @@ class Backend {
   /// the GPU converts to bf16 at load).
   virtual DType weight_dtype(DType stored) const { return stored; }
 
-  /// out[t, :] = table[ids[t] - first_id, :], or zeros where that row is outside the table (a rank's slice of a
-  /// vocabulary-parallel embedding).  ids i32 [T]; table [rows, hidden]; out [T, hidden].
-  virtual void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) = 0;
+  /// out[t, :] = table[id - first_id, :], or zeros where that row is outside the table (a rank's slice of a
+  /// vocabulary-parallel embedding), where id = ids[t], or for a placeholder ids[t] = -(k + 1), id = sampled[k]: the
+  /// k-th id that an earlier sample() call wrote on the device (a step planned before the host had that id).
+  /// ids i32 [T]; sampled i32 [>= k + 1] on this backend (may be empty when ids holds no placeholder); table
+  /// [rows, hidden]; out [T, hidden].
+  virtual void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) = 0;
   /// out[r, :] = x[r, :] / rms(x[r, :]) * weight.  x, out [rows, dim] (may alias); weight f32 [dim].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   /// residual += x; out = rms_norm(residual) * weight (the pre-norm of the next sub-layer).
@@ -140,9 +143,16 @@ class Backend {
   /// collectives must be released before their communicators are destroyed: NCCL waits for them.
   virtual void destroy_graph(int) {}
 
-  /// Chooses one token per request from f32 logits [rows, vocab] on the device and returns the ids on the host
-  /// (`out_ids` has requests.size() entries). Waits for the result. Draws match the host sampler's.
-  virtual Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) = 0;
+  /// Chooses one token per request from f32 logits [rows, vocab] (draws match the host sampler's, cpu::sample_row)
+  /// into `ids` (i32 on this backend, >= requests.size() entries) and copies them to `host_ids` (>= requests.size()
+  /// entries; memory from allocate_host, so the copy is asynchronous). Enqueued in order with the other operations:
+  /// it returns before the ids exist, so a following pass can use them on the device (embed's placeholders) while
+  /// they travel to the host. wait_samples() waits for them, and must be called before the next sample() call.
+  /// `requests` is read before the call returns.
+  virtual Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
+                        int32_t* host_ids) = 0;
+  /// Waits until the ids of the last sample() call are in its host_ids; returns any error of the enqueued work.
+  virtual Status wait_samples() = 0;
 };
 
 }  // namespace photon

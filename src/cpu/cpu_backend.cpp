@@ -44,9 +44,9 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override {
-    cpu::embed(ids.data<int32_t>(), ids.numel(), table.raw(), table.dtype(), table.size(0), table.size(1), first_id,
-               out.data<float>());
+  void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) override {
+    cpu::embed(ids.data<int32_t>(), ids.numel(), sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr, table.raw(),
+               table.dtype(), table.size(0), table.size(1), first_id, out.data<float>());
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {
@@ -123,15 +123,18 @@ class CpuBackend final : public Backend {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
-  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {
+  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
+                int32_t* host_ids) override {
     const int64_t vocab = logits.size(1);
     for (size_t i = 0; i < requests.size(); ++i) {
       const SampleRequest& r = requests[i];
       const float* row = logits.data<float>() + static_cast<int64_t>(r.row) * vocab;
-      out_ids[i] = cpu::sample_row({row, static_cast<size_t>(vocab)}, r, sample_ids_);
+      ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row({row, static_cast<size_t>(vocab)}, r, sample_ids_);
     }
     return Status::ok();
   }
+
+  Status wait_samples() override { return Status::ok(); }  // sample() ran to completion
 
  private:
   Allocator& allocator_;

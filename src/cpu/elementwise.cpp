@@ -55,11 +55,11 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
-void embed(const int32_t* ids, int64_t num_tokens, const void* table, DType table_dtype, int64_t rows, int64_t hidden,
-           int64_t first_id, float* out) {
+void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const void* table, DType table_dtype,
+           int64_t rows, int64_t hidden, int64_t first_id, float* out) {
   const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(table_dtype);
   for (int64_t t = 0; t < num_tokens; ++t) {
-    const int64_t row = ids[t] - first_id;
+    const int64_t row = (ids[t] >= 0 ? ids[t] : sampled[-ids[t] - 1]) - first_id;
     if (row < 0 || row >= rows) {
       std::fill(out + t * hidden, out + (t + 1) * hidden, 0.0f);
       continue;

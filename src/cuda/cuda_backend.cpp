@@ -55,13 +55,14 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
-    allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
+    if (samples_ready_) cudaEventDestroy(samples_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status init() {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&samples_ready_, cudaEventDisableTiming));
     PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
@@ -97,9 +98,9 @@ class CudaBackend final : public Backend {
     return s;
   }
 
-  void embed(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out) override {
-    cuda::embed(ids.data<int32_t>(), to_int(ids.numel()), bf16(table), to_int(table.size(0)), to_int(table.size(1)),
-                to_int(first_id), bf16_mut(out), stream_);
+  void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) override {
+    cuda::embed(ids.data<int32_t>(), sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr, to_int(ids.numel()),
+                bf16(table), to_int(table.size(0)), to_int(table.size(1)), to_int(first_id), bf16_mut(out), stream_);
   }
   void copy_columns(const Tensor& src, Tensor& out, int64_t col_offset) override {
     const int64_t cols = std::min(src.size(1), out.size(1) - col_offset);
@@ -224,25 +225,34 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, std::span<int32_t> out_ids) override {
+  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
+                int32_t* host_ids) override {
     const size_t n = requests.size();
     if (n == 0) return Status::ok();
     if (n > sample_capacity_) {  // grows rarely: the first steps of a bigger batch than seen before
       allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
-      allocator_.deallocate(sample_ids_, sample_capacity_ * sizeof(int32_t));
-      sample_args_ = sample_ids_ = nullptr;
+      sample_args_ = nullptr;
+      sample_args_host_.reset();
       sample_capacity_ = 0;
       PHOTON_ASSIGN_OR_RETURN(sample_args_, allocator_.allocate(n * 2 * sizeof(SampleRequest)));
-      PHOTON_ASSIGN_OR_RETURN(sample_ids_, allocator_.allocate(n * 2 * sizeof(int32_t)));
+      PHOTON_ASSIGN_OR_RETURN(sample_args_host_, allocate_host(n * 2 * sizeof(SampleRequest)));
       sample_capacity_ = n * 2;
     }
-    PHOTON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(sample_args_, requests.data(), n * sizeof(SampleRequest), cudaMemcpyHostToDevice, stream_));
+    // Through page-locked memory, so the copy never waits for the work ahead of it on the stream. The previous
+    // call's copy has run: its ids were waited for.
+    std::copy(requests.begin(), requests.end(), static_cast<SampleRequest*>(sample_args_host_.get()));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_args_, sample_args_host_.get(), n * sizeof(SampleRequest),
+                                                cudaMemcpyHostToDevice, stream_));
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(sample_args_),
-                      static_cast<int>(n), static_cast<int32_t*>(sample_ids_), stream_);
+                      static_cast<int>(n), ids.data<int32_t>(), stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(out_ids.data(), sample_ids_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+        cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(samples_ready_, stream_));
+    return Status::ok();
+  }
+
+  Status wait_samples() override {
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(samples_ready_));
     return take_error();
   }
 
@@ -309,8 +319,9 @@ class CudaBackend final : public Backend {
   std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   void* sample_args_ = nullptr;
-  void* sample_ids_ = nullptr;
+  std::shared_ptr<void> sample_args_host_;  // page-locked staging for sample_args_
   size_t sample_capacity_ = 0;
+  cudaEvent_t samples_ready_ = nullptr;  // recorded after the last sample() call's copy to the host
   Status error_;
 };
 

@@ -9,11 +9,12 @@
 namespace photon::cuda {
 namespace {
 
-__global__ void embed_kernel(const int32_t* ids, const uint16_t* table, int rows, int hidden, int first_id,
-                             uint16_t* out) {
+__global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, const uint16_t* table, int rows, int hidden,
+                             int first_id, uint16_t* out) {
   pdl_begin();
   const int t = blockIdx.x;
-  const int r = ids[t] - first_id;
+  const int id = ids[t];
+  const int r = (id >= 0 ? id : sampled[-id - 1]) - first_id;
   uint16_t* dst = out + static_cast<int64_t>(t) * hidden;
   if (r < 0 || r >= rows) {  // another rank's slice of the vocabulary
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = 0;
@@ -124,10 +125,10 @@ int threads_for(int dim) { return dim >= 1024 ? 256 : (dim >= 256 ? 128 : 64); }
 
 }  // namespace
 
-void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, int hidden, int first_id, uint16_t* out,
-           cudaStream_t s) {
+void embed(const int32_t* ids, const int32_t* sampled, int num_tokens, const uint16_t* table, int rows, int hidden,
+           int first_id, uint16_t* out, cudaStream_t s) {
   if (num_tokens > 0)
-    launch(embed_kernel, num_tokens, threads_for(hidden), 0, s, ids, table, rows, hidden, first_id, out);
+    launch(embed_kernel, num_tokens, threads_for(hidden), 0, s, ids, sampled, table, rows, hidden, first_id, out);
 }
 
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s) {

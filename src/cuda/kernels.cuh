@@ -8,9 +8,10 @@
 
 namespace photon::cuda {
 
-/// out[t] = table[ids[t] - first_id], zeros where that row is outside the table's `rows`.
-void embed(const int32_t* ids, int num_tokens, const uint16_t* table, int rows, int hidden, int first_id, uint16_t* out,
-           cudaStream_t s);
+/// out[t] = table[id - first_id], zeros where that row is outside the table's `rows`; id = ids[t], or
+/// sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id an earlier kernel sampled).
+void embed(const int32_t* ids, const int32_t* sampled, int num_tokens, const uint16_t* table, int rows, int hidden,
+           int first_id, uint16_t* out, cudaStream_t s);
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s);
 void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out,
                   cudaStream_t s);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
@@ -65,7 +66,8 @@ const char* finish_reason_name(FinishReason reason) {
   return "";
 }
 
-struct Engine::Impl {
+// Internal: hidden from the shared library's exported symbols (the class around it is public API).
+struct __attribute__((visibility("hidden"))) Engine::Impl {
   EngineConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;
@@ -82,8 +84,6 @@ struct Engine::Impl {
   std::vector<int32_t> sampled;
   std::vector<float> host_logits_buffer;
   std::vector<SampleRequest> device_samples;
-  std::vector<size_t> device_sample_owner;
-  std::vector<int32_t> device_sample_ids;
   int64_t num_steps = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
@@ -106,8 +106,53 @@ struct Engine::Impl {
   bool loop_running = false;
   bool stop_requested = false;
 
+  // A step's device sampling, enqueued: its ids arrive in host_ids.
+  struct DeviceSamples {
+    std::vector<size_t> owner;  // sample k belongs to the step's scheduled[owner[k]]
+    int32_t* host_ids = nullptr;
+  };
+  // Async scheduling: a step whose forward pass and device sampling are enqueued.
+  struct InFlight {
+    SchedulerOutput out;
+    DeviceSamples samples;
+  };
+  // Host-side results of a step, per scheduled request, until they are emitted.
+  struct Pending {
+    std::vector<TokenLogprob> prompt_logprobs;
+    int32_t prompt_begin = 1;
+    std::vector<TokenLogprob> logprobs;
+  };
+  std::optional<InFlight> inflight;
+  Tensor* runner_sampled_ids = nullptr;  // the decoder's, when placeholders work (one rank)
+  Tensor own_sampled_ids;                // otherwise
+  Tensor* device_ids = nullptr;          // where sample() writes
+  std::shared_ptr<void> host_ids[2];     // page-locked, max_num_logits ids each
+  int next_host_ids = 0;
+
+  ~Impl() {
+    // A step may still run on the devices (async scheduling): it writes host buffers freed below.
+    for (auto& b : backends) b->synchronize();
+  }
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
   Status step();
+  Result<Tensor> launch(const SchedulerOutput& out);
+  /// True when `out` may stay in flight: every token it samples is chosen on the device and no row goes to the host.
+  bool deferrable(const SchedulerOutput& out) const;
+  /// Enqueues the device sampling of the requests of `out` that sample on the device.
+  Status enqueue_samples(const SchedulerOutput& out, const Tensor& logits, DeviceSamples& samples);
+  void count_prompt_tokens(const SchedulerOutput& out);
+  /// Forgets the finished requests of a planned step (nulls them), which remove_finished() may then delete.
+  static void drop_finished(SchedulerOutput& out) {
+    for (ScheduledRequest& s : out.scheduled) {
+      if (s.request != nullptr && s.request->is_finished()) s.request = nullptr;
+    }
+  }
+  /// Finishes every request of `out` with `status` (the engine stays usable) and returns it.
+  Status fail(const SchedulerOutput& out, const Status& status);
+  /// Completes a step now: host-side logprobs and sampling, device sampling, update, emit.
+  Status finish(const SchedulerOutput& out, const Tensor& logits);
+  /// Emits the tokens in `sampled` (and pending logprobs) of a step whose scheduler update is done.
+  void emit_step(const SchedulerOutput& out, std::vector<Pending> pending);
   void emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
             std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error = {},
             std::string text = {});
@@ -180,6 +225,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const auto max_model_len = static_cast<int32_t>(limits.max_seq_len);
   const int64_t num_blocks = local.num_blocks;
   m.runner = std::make_unique<ModelRunner>(std::move(local.ranks), m.group.get());
+  m.runner_sampled_ids = m.runner->sampled_ids();
+  if (m.runner_sampled_ids == nullptr) {
+    PHOTON_ASSIGN_OR_RETURN(m.own_sampled_ids, Tensor::empty({limits.max_num_logits}, DType::kI32,
+                                                             m.backend->allocator()));
+  }
+  m.device_ids = m.runner_sampled_ids != nullptr ? m.runner_sampled_ids : &m.own_sampled_ids;
+  for (auto& buffer : m.host_ids) {
+    PHOTON_ASSIGN_OR_RETURN(buffer, m.backend->allocate_host(static_cast<size_t>(limits.max_num_logits) *
+                                                            sizeof(int32_t)));
+  }
 
   SchedulerConfig sc;
   sc.max_num_seqs = config.max_num_seqs;
@@ -355,49 +410,134 @@ Status Engine::Impl::step() {
   for (uint64_t id : cancelled) {
     if (scheduler->finish_request(id, FinishReason::kCancelled)) emit(*scheduler->find(id), {}, {}, {}, 1);
   }
+  if (inflight) drop_finished(inflight->out);
 
-  // 2. Schedule, 3. run, 4. sample, 5. update, 6. emit.
-  const SchedulerOutput out = scheduler->schedule();
-  if (out.empty()) {
+  // 2. Schedule and run a step, unless one is already in flight (async scheduling).
+  if (!inflight) {
+    SchedulerOutput out = scheduler->schedule();
+    if (out.empty()) {
+      scheduler->remove_finished();
+      refresh_stats();
+      return Status::ok();
+    }
+    auto logits = launch(out);
+    if (!logits) return fail(out, logits.status());
+    if (!deferrable(out)) return finish(out, *logits);
+    InFlight f;
+    f.out = std::move(out);
+    if (Status st = enqueue_samples(f.out, *logits, f.samples); !st) return fail(f.out, st);
+    inflight = std::move(f);
+  }
+
+  // 3. A step N is in flight, its ids on their way to the host. Plan step N + 1 as if N's ids were known (each
+  //    stands in as a placeholder the device resolves) and enqueue its forward pass, then take N's ids.
+  InFlight current = std::move(*inflight);
+  inflight.reset();
+  const DeviceSamples& ids = current.samples;
+  std::vector<int32_t> placeholders(current.out.scheduled.size(), -1);
+  for (size_t k = 0; k < ids.owner.size(); ++k) placeholders[ids.owner[k]] = -static_cast<int32_t>(k) - 1;
+  count_prompt_tokens(current.out);
+  scheduler->advance(current.out, placeholders);
+  SchedulerOutput next = scheduler->schedule();
+  std::optional<Result<Tensor>> next_logits;
+  if (!next.empty()) next_logits = launch(next);
+  if (Status st = backend->wait_samples(); !st) {
+    current.out.scheduled.insert(current.out.scheduled.end(), next.scheduled.begin(), next.scheduled.end());
+    return fail(current.out, st);
+  }
+  sampled.assign(current.out.scheduled.size(), -1);
+  for (size_t k = 0; k < ids.owner.size(); ++k) sampled[ids.owner[k]] = ids.host_ids[k];
+  scheduler->commit(current.out, sampled);
+  ++num_steps;
+  emit_step(current.out, {});
+
+  // 4. Step N + 1: left in flight when it can be, else completed now.
+  if (next.empty()) {
     scheduler->remove_finished();
     refresh_stats();
     return Status::ok();
   }
+  if (!*next_logits) return fail(next, next_logits->status());
+  drop_finished(next);  // requests that stopped at step N: their extra token is discarded
+  if (!deferrable(next)) return finish(next, **next_logits);
+  InFlight f;
+  f.out = std::move(next);
+  if (Status st = enqueue_samples(f.out, **next_logits, f.samples); !st) return fail(f.out, st);
+  inflight = std::move(f);
+  scheduler->remove_finished();
+  refresh_stats();
+  return Status::ok();
+}
+
+Result<Tensor> Engine::Impl::launch(const SchedulerOutput& out) {
   runner->prepare(out);
-  auto logits = runner->execute();
-  if (!logits) {
-    // The batch failed as a whole: finish its requests with the error; the engine stays usable.
-    for (const auto& s : out.scheduled) {
-      if (scheduler->finish_request(s.request->id, FinishReason::kError)) {
-        emit(*s.request, {}, {}, {}, 1, logits.status().message());
-      }
-    }
-    scheduler->remove_finished();
-    refresh_stats();
-    log::error("step failed: {}", logits.status().to_string());
-    return logits.status();
+  return runner->execute();
+}
+
+bool Engine::Impl::deferrable(const SchedulerOutput& out) const {
+  if (!config.async_scheduling || runner_sampled_ids == nullptr) return false;
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (s.request == nullptr) continue;
+    if (s.request->wants_prompt_logprobs() || (s.sample && !samples_on_device(s.request->params))) return false;
   }
+  return true;
+}
+
+Status Engine::Impl::enqueue_samples(const SchedulerOutput& out, const Tensor& logits, DeviceSamples& samples) {
+  device_samples.clear();
+  samples.owner.clear();
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = out.scheduled[i];
+    if (s.request == nullptr || !s.sample || !samples_on_device(s.request->params)) continue;
+    const Request& r = *s.request;
+    SampleRequest d = sample_request(r.params, r.seed, static_cast<uint64_t>(r.num_output_tokens()));
+    d.row = s.logits_begin + s.num_logits - 1;
+    device_samples.push_back(d);
+    samples.owner.push_back(i);
+  }
+  // Two host buffers in turn: step N + 1's copy may land while the host still reads step N's ids.
+  samples.host_ids = static_cast<int32_t*>(host_ids[next_host_ids].get());
+  next_host_ids ^= 1;
+  return backend->sample(logits, device_samples, *device_ids, samples.host_ids);
+}
+
+void Engine::Impl::count_prompt_tokens(const SchedulerOutput& out) {
+  for (const auto& s : out.scheduled) {
+    if (s.request == nullptr) continue;
+    const Request& r = *s.request;
+    num_prompt_tokens += std::max(0, std::min(s.num_new_tokens, r.num_prompt_tokens - r.num_computed_tokens));
+  }
+}
+
+Status Engine::Impl::fail(const SchedulerOutput& out, const Status& status) {
+  // The batch failed as a whole: finish its requests with the error; the engine stays usable.
+  for (const auto& s : out.scheduled) {
+    if (s.request != nullptr && scheduler->finish_request(s.request->id, FinishReason::kError)) {
+      emit(*s.request, {}, {}, {}, 1, status.message());
+    }
+  }
+  scheduler->remove_finished();
+  refresh_stats();
+  log::error("step failed: {}", status.to_string());
+  return status;
+}
+
+Status Engine::Impl::finish(const SchedulerOutput& out, const Tensor& logits) {
   const auto vocab = static_cast<size_t>(info.vocab_size);
   const bool host_logits = backend->device() == Device::cpu();
   // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).
   auto host_rows = [&](int32_t first, int32_t count) -> const float* {
-    if (host_logits) return logits->data<float>() + static_cast<size_t>(first) * vocab;
+    if (host_logits) return logits.data<float>() + static_cast<size_t>(first) * vocab;
     host_logits_buffer.resize(static_cast<size_t>(count) * vocab);
-    backend->copy_to_host(logits->slice_rows(first, first + count), host_logits_buffer.data(),
+    backend->copy_to_host(logits.slice_rows(first, first + count), host_logits_buffer.data(),
                           host_logits_buffer.size() * sizeof(float));
     return host_logits_buffer.data();
   };
   sampled.assign(out.scheduled.size(), -1);
-  struct Pending {
-    std::vector<TokenLogprob> prompt_logprobs;
-    int32_t prompt_begin = 1;
-    std::vector<TokenLogprob> logprobs;
-  };
   std::vector<Pending> pending(out.scheduled.size());
-  device_samples.clear();
-  device_sample_owner.clear();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
+    if (s.request == nullptr) continue;
     Request& r = *s.request;
     if (r.wants_prompt_logprobs()) {  // the scheduler gave every row of the chunk
       // Prompt logprobs: row j sits at position num_computed + j and predicts the token after it.
@@ -412,43 +552,33 @@ Status Engine::Impl::step() {
         r.next_prompt_logprob = target + 1;
       }
     }
-    if (!s.sample) continue;
-    const int32_t row_index = s.logits_begin + s.num_logits - 1;
-    const auto out_index = static_cast<uint64_t>(r.num_output_tokens());
-    if (samples_on_device(r.params)) {
-      // Decided on the device; only the id comes back.
-      SampleRequest d = sample_request(r.params, r.seed, out_index);
-      d.row = row_index;
-      device_samples.push_back(d);
-      device_sample_owner.push_back(i);
-      continue;
-    }
-    const float* row = host_rows(row_index, 1);
+    if (!s.sample || samples_on_device(r.params)) continue;  // device samples: below, only the ids come back
+    const float* row = host_rows(s.logits_begin + s.num_logits - 1, 1);
     const std::span<const int32_t> all(r.tokens);
     sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed, out_index, scratch);
+                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed,
+                                   static_cast<uint64_t>(r.num_output_tokens()), scratch);
     if (r.params.logprobs) pending[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
   }
-  if (!device_samples.empty()) {
-    device_sample_ids.resize(device_samples.size());
-    if (Status st = backend->sample(*logits, device_samples, device_sample_ids); !st) {
-      for (const auto& sr : out.scheduled) {
-        if (scheduler->finish_request(sr.request->id, FinishReason::kError))
-          emit(*sr.request, {}, {}, {}, 1, st.message());
-      }
-      scheduler->remove_finished();
-      refresh_stats();
-      return st;
-    }
-    for (size_t k = 0; k < device_samples.size(); ++k) sampled[device_sample_owner[k]] = device_sample_ids[k];
-  }
-  for (const auto& s : out.scheduled) {
-    const Request& r = *s.request;
-    num_prompt_tokens += std::max(0, std::min(s.num_new_tokens, r.num_prompt_tokens - r.num_computed_tokens));
-  }
+  DeviceSamples device;
+  Status st = enqueue_samples(out, logits, device);
+  if (st) st = backend->wait_samples();
+  if (!st) return fail(out, st);
+  for (size_t k = 0; k < device.owner.size(); ++k) sampled[device.owner[k]] = device.host_ids[k];
+  count_prompt_tokens(out);
   scheduler->update(out, sampled);
+  ++num_steps;
+  emit_step(out, std::move(pending));
+  scheduler->remove_finished();
+  refresh_stats();
+  return Status::ok();
+}
+
+void Engine::Impl::emit_step(const SchedulerOutput& out, std::vector<Pending> pending) {
+  pending.resize(out.scheduled.size());
   const double t = now();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (out.scheduled[i].request == nullptr) continue;
     Request& r = *out.scheduled[i].request;
     std::vector<int32_t> new_tokens;
     std::string text;
@@ -472,11 +602,7 @@ Status Engine::Impl::step() {
     emit(r, std::move(new_tokens), std::move(pending[i].logprobs), std::move(pending[i].prompt_logprobs),
          pending[i].prompt_begin, {}, std::move(text));
   }
-  scheduler->remove_finished();
-  ++num_steps;
-  refresh_stats();
   events_cv.notify_all();
-  return Status::ok();
 }
 
 void Engine::Impl::refresh_stats() {

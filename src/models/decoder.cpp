@@ -101,6 +101,7 @@ Status Decoder::allocate_workspace() {
       {&sin_, {t, c.head_dim / 2}, DType::kF32},
       {&last_hidden_, {l, c.hidden_size}, act},
       {&logits_, {l, c.vocab_size}, DType::kF32},
+      {&sampled_, {l}, DType::kI32},
   };
   if (comm_) {
     items.push_back({&logits_shard_, {l, shard_.vocab_rows}, DType::kF32});
@@ -124,7 +125,9 @@ Status Decoder::allocate_workspace() {
   auto indices = Tensor::empty({total}, DType::kI32, a);
   if (!indices) return indices.status().with_context("allocating the batch index buffer");
   indices_ = std::move(*indices);
-  PHOTON_ASSIGN_OR_RETURN(staging_, backend_.allocate_host(static_cast<size_t>(total) * sizeof(int32_t)));
+  for (auto& buffer : staging_) {
+    PHOTON_ASSIGN_OR_RETURN(buffer, backend_.allocate_host(static_cast<size_t>(total) * sizeof(int32_t)));
+  }
   workspace_bytes_ += indices_.nbytes();
   place_indices(t, seqs, l);
   const std::vector<float> inv = rope_inv_freq(c.rope, c.head_dim);
@@ -177,7 +180,13 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
   }
   for (int64_t i = 0; i < t; ++i) {
     const auto u = static_cast<size_t>(i);
-    if (b.token_ids[u] < 0 || b.token_ids[u] >= config_.vocab_size) {
+    if (b.token_ids[u] < 0) {  // a placeholder for sampled_ids()[-id - 1]
+      if (comm_) return batch_error("placeholder token ids need a decoder of one rank");
+      if (-static_cast<int64_t>(b.token_ids[u]) > sampled_.numel()) {
+        return batch_error(fmt::format("placeholder token id {} names a sample past the {} of a step", b.token_ids[u],
+                                       sampled_.numel()));
+      }
+    } else if (b.token_ids[u] >= config_.vocab_size) {
       return batch_error(
           fmt::format("token id {} is outside the vocabulary (0..{})", b.token_ids[u], config_.vocab_size - 1));
     }
@@ -223,7 +232,10 @@ void Decoder::upload(const ForwardBatch& b, Shape& shape) {
   shape.decode_tokens = static_cast<int64_t>(decode_host_.size());
   shape.prefill_seqs = static_cast<int64_t>(prefill_host_.size());
   // The host buffer mirrors the device buffer; the used prefix (the block table last) goes over in one copy.
-  auto* host = static_cast<int32_t*>(staging_.get());
+  // Two host buffers in turn: with async scheduling this pass is enqueued before the previous pass's copy has
+  // necessarily run, but after the one before it has (its step's ids were waited for).
+  auto* host = static_cast<int32_t*>(staging_[next_staging_].get());
+  next_staging_ ^= 1;
   auto put = [&](const std::vector<int32_t>& src, const Tensor& dst) {
     std::copy(src.begin(), src.end(), host + (dst.data<int32_t>() - indices_.data<int32_t>()));
   };
@@ -344,7 +356,7 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const KvCacheLayout& layout = kv.layout();
 
-  backend_.embed(ids, weights_.embed, shard_.vocab_begin, residual);
+  backend_.embed(ids, sampled_, weights_.embed, shard_.vocab_begin, residual);
   if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
   // residual += proj, hidden = rms_norm(residual) * weight; under tensor parallelism proj is first summed over the

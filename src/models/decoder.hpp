@@ -21,7 +21,7 @@ namespace photon {
 
 /// One step's batch as host arrays (see AttentionBatch for the meaning of each).
 struct ForwardBatch {
-  std::vector<int32_t> token_ids;       ///< [T]
+  std::vector<int32_t> token_ids;       ///< [T]; -(k + 1): the k-th id in Decoder::sampled_ids() (see there)
   std::vector<int32_t> positions;       ///< [T] position of each token in its sequence
   std::vector<int32_t> slot_mapping;    ///< [T]
   std::vector<int32_t> query_start;     ///< [S + 1]
@@ -77,6 +77,11 @@ class Decoder {
   const DecoderLimits& limits() const { return limits_; }
   /// Bytes of activation workspace.
   uint64_t workspace_bytes() const { return workspace_bytes_; }
+  /// i32 [max_num_logits] on the backend's device, at a fixed address: where the engine has Backend::sample write
+  /// a step's ids, so that the next step can be enqueued before they reach the host — its batch names the id of
+  /// sample k as the placeholder token -(k + 1), resolved on the device when the pass runs. Single-rank decoders
+  /// only (a tensor-parallel batch with a placeholder is an error).
+  Tensor& sampled_ids() { return sampled_; }
 
  private:
   // The host-side numbers a pass's operations depend on (grid sizes, GEMM shapes): a graph is captured per shape.
@@ -111,13 +116,15 @@ class Decoder {
 
   // Device workspace, each sized for the limits.
   Tensor inv_freq_;
-  // Index arrays: views into one device buffer (placed per pass by place_indices), mirrored by a page-locked host
-  // staging buffer.
+  // Index arrays: views into one device buffer (placed per pass by place_indices), mirrored by page-locked host
+  // staging buffers used in turn.
   Tensor indices_;
-  std::shared_ptr<void> staging_;
+  std::shared_ptr<void> staging_[2];
+  int next_staging_ = 0;
   Tensor ids_, positions_, slots_, query_start_, seq_lens_, block_indptr_, block_indices_, logits_indices_;
   Tensor decode_tokens_, prefill_seqs_;
   std::vector<int32_t> decode_host_, prefill_host_;
+  Tensor sampled_;
   ForwardBatch padded_;
   std::map<std::pair<int64_t, const void*>, int> graphs_;  // (bucket, KV cache) -> graph id
   Tensor residual_, hidden_, qkv_, q_, attn_, proj_, gate_up_, mlp_, cos_, sin_, last_hidden_, logits_;

@@ -169,16 +169,30 @@ bool Scheduler::check_stop(Request& r) const {
 }
 
 std::vector<Request*> Scheduler::update(const SchedulerOutput& output, std::span<const int32_t> sampled) {
+  advance(output, sampled);
+  return commit(output, sampled);
+}
+
+void Scheduler::advance(const SchedulerOutput& output, std::span<const int32_t> placeholders) {
+  for (size_t i = 0; i < output.scheduled.size(); ++i) {
+    const ScheduledRequest& s = output.scheduled[i];
+    Request* r = s.request;
+    if (r == nullptr || r->is_finished()) continue;
+    r->num_computed_tokens += s.num_new_tokens;
+    // Only computed tokens are hashed, so a placeholder never reaches the prefix cache.
+    blocks_.cache_full_blocks(r->tokens, r->num_computed_tokens, r->block_table, &r->num_hashed_blocks,
+                              r->block_hashes);
+    if (s.sample) r->tokens.push_back(placeholders[i]);
+  }
+}
+
+std::vector<Request*> Scheduler::commit(const SchedulerOutput& output, std::span<const int32_t> sampled) {
   std::vector<Request*> finished;
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
     Request* r = s.request;
-    if (r->is_finished()) continue;
-    r->num_computed_tokens += s.num_new_tokens;
-    blocks_.cache_full_blocks(r->tokens, r->num_computed_tokens, r->block_table, &r->num_hashed_blocks,
-                              r->block_hashes);
-    if (!s.sample) continue;
-    r->tokens.push_back(sampled[i]);
+    if (r == nullptr || r->is_finished() || !s.sample) continue;
+    r->tokens.back() = sampled[i];  // advance() appended it; nothing is appended between the two
     if (check_stop(*r)) {
       free_request(r);
       finished.push_back(r);

@@ -77,6 +77,14 @@ class Scheduler {
   /// sampled). Appends tokens, advances num_computed_tokens, registers full blocks with the prefix cache and
   /// finishes requests that hit EOS, a stop id, max_tokens or max_model_len. Returns the requests that finished.
   std::vector<Request*> update(const SchedulerOutput& output, std::span<const int32_t> sampled);
+  /// update() in two halves, for planning the next step before this one's ids are known (async scheduling).
+  /// advance(): advances num_computed_tokens, registers full blocks and appends `placeholders[i]` (a stand-in the
+  /// model can resolve, see ForwardBatch::token_ids) for every request that sampled, so schedule() can plan the next
+  /// step. commit(): writes the sampled ids over the placeholders and applies the stop checks; must follow the
+  /// advance() of the same output before anything else appends tokens. Entries whose request is null (dropped by
+  /// the caller) or finished are skipped by both.
+  void advance(const SchedulerOutput& output, std::span<const int32_t> placeholders);
+  std::vector<Request*> commit(const SchedulerOutput& output, std::span<const int32_t> sampled);
 
   /// Ends a request now (cancel, stop string, error): frees its blocks. False when the id is unknown or finished.
   bool finish_request(uint64_t id, FinishReason reason);
