@@ -8,15 +8,9 @@
 // bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
 // output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
 // workspace — merges them, so a decode step needs no second kernel. f32 throughout.
-//
-// For decode batches (one new token per sequence) the kernel can also do the q/k/v projection's epilogue itself
-// (kRope): each block normalises (Qwen3) and rotates its own query heads from the fused projection, and the split
-// holding the newest key rotates that key and writes it and its value into the cache before reading the keys; this
-// replaces the separate RoPE kernel, one kernel boundary per layer. Results equal the two kernels'.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
-#include "cuda/rope_head.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -59,14 +53,13 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 }
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
-// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block. kRope: q and the new
-// k/v come from `rope` (decode batches with G == heads / kv_heads), not from q and the cache.
-template <int kVec, int kHeadDim, int G, bool kRope>
+// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
+template <int kVec, int kHeadDim, int G>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const uint16_t* q, uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+    attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, RopeArgs rope,
-                     uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
+                     float* part_out, float* part_ml, unsigned* arrivals) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -91,6 +84,10 @@ __global__ void __launch_bounds__(kThreads)
   const int s = seq_shared;
   const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
   const int32_t* blocks = block_indices + block_indptr[s];
+  pdl_begin();
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
+  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
+  __syncthreads();
   // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
   // split kMinSplitKeys keys use fewer of them, the others stay empty and are skipped by the merge.
   const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
@@ -100,44 +97,6 @@ __global__ void __launch_bounds__(kThreads)
   const int kvh = h0 / (heads / kv_heads);
   const int64_t head_stride = static_cast<int64_t>(block_size) * hd;
   const int64_t block_stride = 2 * kv_heads * head_stride;
-  pdl_begin();
-  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
-  if constexpr (kRope) {
-    // One warp per item: the block's G query heads, then (in the split holding the newest key, when the token has a
-    // slot) that key and its value, which go to the cache before any key is read.
-    const int slot = rope.slots[t];
-    const bool writes = key_begin < key_end && key_end == ctx && slot >= 0;
-    const int items = G + (writes ? 2 : 0);
-    const int64_t qkv_row = static_cast<int64_t>(t) * rope.ld;
-    for (int item = tid >> 5; item < items; item += kThreads / 32) {
-      const int src_head = item < G ? h0 + item : heads + (item - G) * kv_heads + kvh;
-      float a[kRopeMaxPairsPerLane], b[kRopeMaxPairsPerLane];
-      load_head_pairs(rope.qkv + qkv_row + static_cast<int64_t>(src_head) * hd, hd, a, b);
-      if (item <= G) {
-        norm_rotate_pairs(a, b, hd, item < G ? rope.q_norm : rope.k_norm, rope.eps,
-                          rope.cos + static_cast<int64_t>(t) * (hd / 2), rope.sin + static_cast<int64_t>(t) * (hd / 2));
-      }
-      if (item < G) {  // rounded to bf16 as the separate kernel stores q
-        const int half = hd / 2;
-#pragma unroll
-        for (int j = 0; j < kRopeMaxPairsPerLane; ++j) {
-          const int p = (tid & 31) + 32 * j;
-          if (p < half) {
-            qs[item][p] = bf2f(f2bf(a[j])) * scale;
-            qs[item][p + half] = bf2f(f2bf(b[j])) * scale;
-          }
-        }
-      } else {
-        const int64_t block = slot / block_size, offset = slot % block_size;
-        store_head_pairs(
-            a, b, hd,
-            cache + block * block_stride + (item - G) * kv_heads * head_stride + kvh * head_stride + offset * hd);
-      }
-    }
-  } else {
-    for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
-  }
-  __syncthreads();  // q is in shared memory; with kRope the new key and value are in the cache
   const uint16_t* k_base = cache + kvh * head_stride;
   const uint16_t* v_base = cache + (kv_heads + kvh) * head_stride;
 
@@ -334,58 +293,45 @@ size_t attention_workspace_floats(int max_head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 3);
 }
 
-bool paged_attention_rope_supported(int heads, int kv_heads, int head_dim) {
-  return (head_dim == 64 || head_dim == 128) && group_size(heads, kv_heads, head_dim) == heads / kv_heads;
-}
-
-void paged_attention(const uint16_t* q, uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
                      int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     const RopeArgs* rope, float* workspace, uint16_t* out, cudaStream_t s) {
+                     float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
   const int group = group_size(heads, kv_heads, head_dim);
-  const RopeArgs rope_args = rope != nullptr ? *rope : RopeArgs{};
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads / group),
                   static_cast<unsigned>(splits));
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, ROPE)                                                                 \
-  launch(attention_kernel<VEC, HD, G, ROPE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, rope_args, out,   \
-         part_out, part_ml, arrivals)
-#define PHOTON_ATTENTION_ROPE(VEC, HD, G)       \
-  if (rope != nullptr) {                        \
-    PHOTON_ATTENTION_LAUNCH(VEC, HD, G, true);  \
-  } else {                                      \
-    PHOTON_ATTENTION_LAUNCH(VEC, HD, G, false); \
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                    \
+  launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,    \
+         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out, \
+         part_ml, arrivals)
+#define PHOTON_ATTENTION_GROUPS(HD)      \
+  switch (group) {                       \
+    case 8:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 8); \
+      break;                             \
+    case 4:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 4); \
+      break;                             \
+    case 2:                              \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 2); \
+      break;                             \
+    default:                             \
+      PHOTON_ATTENTION_LAUNCH(8, HD, 1); \
   }
-#define PHOTON_ATTENTION_GROUPS(HD)    \
-  switch (group) {                     \
-    case 8:                            \
-      PHOTON_ATTENTION_ROPE(8, HD, 8); \
-      break;                           \
-    case 4:                            \
-      PHOTON_ATTENTION_ROPE(8, HD, 4); \
-      break;                           \
-    case 2:                            \
-      PHOTON_ATTENTION_ROPE(8, HD, 2); \
-      break;                           \
-    default:                           \
-      PHOTON_ATTENTION_ROPE(8, HD, 1); \
-  }
-  // The kRope forms exist for head dims 64 and 128 only (paged_attention_rope_supported).
   if (head_dim == 64) {
     PHOTON_ATTENTION_GROUPS(64);
   } else if (head_dim == 128) {
     PHOTON_ATTENTION_GROUPS(128);
   } else if (head_dim % 8 == 0) {
-    PHOTON_ATTENTION_LAUNCH(8, 0, 1, false);
+    PHOTON_ATTENTION_LAUNCH(8, 0, 1);
   } else {
-    PHOTON_ATTENTION_LAUNCH(1, 0, 1, false);
+    PHOTON_ATTENTION_LAUNCH(1, 0, 1);
   }
 #undef PHOTON_ATTENTION_GROUPS
-#undef PHOTON_ATTENTION_ROPE
 #undef PHOTON_ATTENTION_LAUNCH
 }
 
