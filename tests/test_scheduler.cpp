@@ -267,3 +267,67 @@ TEST_CASE("randomized submit / cancel / step keeps every invariant") {
   CHECK(s.block_manager().num_referenced_blocks() == 0);
   CHECK(s.block_manager().num_free_blocks() == c.num_blocks);
 }
+
+TEST_CASE("planning a step before the last one's tokens are known gives the tokens of update()") {
+  // Async scheduling: advance() appends placeholders, the next step is planned over them, then commit() writes the
+  // sampled ids. Under preemption and prefix hits the outputs must equal the step-by-step run's.
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> prompts;
+  const auto shared = random_prompt(rng, 9);
+  for (int i = 0; i < 8; ++i) {
+    auto p = i % 2 == 0 ? shared : random_prompt(rng, 5 + i);
+    p.push_back(static_cast<int32_t>(1 + i));
+    prompts.push_back(p);
+  }
+  SchedulerConfig c;
+  c.max_num_batched_tokens = 20;
+  c.num_blocks = 30;
+  c.block_size = 4;
+  c.max_model_len = 64;
+  auto submit_all = [&](Scheduler& s) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      REQUIRE(s.add_request(make_request(i + 1, prompts[i], 6 + 3 * static_cast<int32_t>(i))).is_ok());
+    }
+  };
+  Scheduler sync_scheduler(c);
+  submit_all(sync_scheduler);
+  const auto expected = drain(sync_scheduler, c);
+
+  Scheduler s(c);
+  submit_all(s);
+  std::map<uint64_t, std::vector<int32_t>> outputs;
+  const auto sample = [&](const SchedulerOutput& out) {  // the model, run once every planned token is known
+    std::vector<int32_t> ids(out.scheduled.size(), -1);
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      const ScheduledRequest& x = out.scheduled[i];
+      if (x.request == nullptr || !x.sample) continue;
+      for (int32_t t : x.request->tokens) REQUIRE(t >= 0);
+      ids[i] = fake_next_token(x.request->tokens);
+    }
+    return ids;
+  };
+  SchedulerOutput current = s.schedule();
+  std::vector<int32_t> sampled = sample(current);
+  for (int step = 0; s.has_unfinished(); ++step) {
+    REQUIRE(step < 10000);
+    std::vector<int32_t> placeholders(current.scheduled.size(), -1);
+    for (size_t i = 0; i < placeholders.size(); ++i) placeholders[i] = -static_cast<int32_t>(i) - 1;
+    s.advance(current, placeholders);
+    SchedulerOutput next = s.schedule();
+    REQUIRE(s.check_invariants().is_ok());
+    for (Request* r : s.commit(current, sampled)) {
+      outputs[r->id] = std::vector<int32_t>(r->tokens.begin() + r->num_prompt_tokens, r->tokens.end());
+    }
+    for (ScheduledRequest& x : next.scheduled) {
+      if (x.request->is_finished()) x.request = nullptr;  // its planned token is dropped
+    }
+    s.remove_finished();
+    REQUIRE(s.check_invariants().is_ok());
+    current = std::move(next);
+    sampled = sample(current);
+  }
+  CHECK(outputs == expected);
+  CHECK(s.stats().num_preemptions > 0);
+  CHECK(s.stats().prefix_cache_hits > 0);
+  CHECK(s.block_manager().num_free_blocks() == c.num_blocks);
+}

@@ -227,13 +227,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   m.runner = std::make_unique<ModelRunner>(std::move(local.ranks), m.group.get());
   m.runner_sampled_ids = m.runner->sampled_ids();
   if (m.runner_sampled_ids == nullptr) {
-    PHOTON_ASSIGN_OR_RETURN(m.own_sampled_ids, Tensor::empty({limits.max_num_logits}, DType::kI32,
-                                                             m.backend->allocator()));
+    PHOTON_ASSIGN_OR_RETURN(m.own_sampled_ids,
+                            Tensor::empty({limits.max_num_logits}, DType::kI32, m.backend->allocator()));
   }
   m.device_ids = m.runner_sampled_ids != nullptr ? m.runner_sampled_ids : &m.own_sampled_ids;
   for (auto& buffer : m.host_ids) {
-    PHOTON_ASSIGN_OR_RETURN(buffer, m.backend->allocate_host(static_cast<size_t>(limits.max_num_logits) *
-                                                            sizeof(int32_t)));
+    PHOTON_ASSIGN_OR_RETURN(buffer,
+                            m.backend->allocate_host(static_cast<size_t>(limits.max_num_logits) * sizeof(int32_t)));
   }
 
   SchedulerConfig sc;

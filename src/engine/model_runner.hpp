@@ -57,7 +57,9 @@ class ModelRunner {
 
   /// Where a step's sampled ids go so that the next step's batch can name them by placeholder
   /// (Decoder::sampled_ids); null with several ranks, which take no placeholders.
-  Tensor* sampled_ids() { return ranks_.size() == 1 && group_ == nullptr ? &ranks_[0].decoder->sampled_ids() : nullptr; }
+  Tensor* sampled_ids() {
+    return ranks_.size() == 1 && group_ == nullptr ? &ranks_[0].decoder->sampled_ids() : nullptr;
+  }
   /// Rank 0's decoder and cache (block geometry is the same on every rank).
   const Decoder& decoder() const { return *ranks_[0].decoder; }
   const PagedKvCache& kv_cache() const { return ranks_[0].kv_cache; }

@@ -249,8 +249,8 @@ void Decoder::upload(const ForwardBatch& b, Shape& shape) {
   put(decode_host_, decode_tokens_);
   put(prefill_host_, prefill_seqs_);
   put(b.block_indices, block_indices_);
-  const auto used = static_cast<size_t>(block_indices_.data<int32_t>() - indices_.data<int32_t>()) +
-                    b.block_indices.size();
+  const auto used =
+      static_cast<size_t>(block_indices_.data<int32_t>() - indices_.data<int32_t>()) + b.block_indices.size();
   backend_.copy_to_device(host, indices_, used * sizeof(int32_t));
 }
 
