@@ -2,6 +2,7 @@
 // transformers' float32 reference. Skipped, with a message, where no GPU is visible.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -406,7 +407,7 @@ TEST_CASE("attention split counts stay within the workspace, also for no decode 
   }
 }
 
-TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
+TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(3);
   const int rows = 8, vocab = 5003;
@@ -428,21 +429,46 @@ TEST_CASE("CUDA sampling draws what the host draws", "[cuda]") {
     r.index = static_cast<uint64_t>(i * 7);
     reqs.push_back(r);
   }
+  // The first request of each row also has penalties (rows with penalties must be distinct), over random distinct
+  // tokens with output counts 0-3, at values whose products and sums round.
+  std::vector<PenaltyToken> penalties;
+  for (int i = 0; i < rows; ++i) {
+    SampleRequest& r = reqs[static_cast<size_t>(i)];
+    r.repetition_penalty = i % 3 == 2 ? 1.0f : 1.3f + 0.1f * static_cast<float>(i);
+    r.presence_penalty = i % 2 == 0 ? 0.37f : 0.0f;
+    r.frequency_penalty = i % 4 == 1 ? 0.0f : 0.11f * static_cast<float>(i + 1);
+    r.penalty_begin = static_cast<int32_t>(penalties.size());
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (int k = 0; k < 300 + 50 * i; ++k)
+      penalties.push_back({ids[static_cast<size_t>(k)], static_cast<int32_t>(rng() % 4)});
+    r.penalty_count = static_cast<int32_t>(penalties.size()) - r.penalty_begin;
+  }
   // The ids land on the device (for the next step's placeholders) and, once waited for, on the host.
   Tensor device_ids = Tensor::empty({static_cast<int64_t>(reqs.size())}, DType::kI32, b.gpu->allocator()).value();
   auto host = b.gpu->allocate_host(reqs.size() * sizeof(int32_t)).value();
-  REQUIRE(b.gpu->sample(g, reqs, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+  REQUIRE(b.gpu->sample(g, reqs, penalties, device_ids, static_cast<int32_t*>(host.get())).is_ok());
   REQUIRE(b.gpu->wait_samples().is_ok());
   const auto* host_ids = static_cast<const int32_t*>(host.get());
   const std::vector<int32_t> ids(host_ids, host_ids + reqs.size());
   std::vector<int32_t> on_device(reqs.size());
   b.gpu->copy_to_host(device_ids, on_device.data(), on_device.size() * sizeof(int32_t));
   CHECK(on_device == ids);
+  // The host applies the same penalties (the GPU's logits afterwards must be bit-identical), then selects.
+  for (const SampleRequest& r : reqs) {
+    cpu::apply_penalties({logits.data() + static_cast<size_t>(r.row) * vocab, static_cast<size_t>(vocab)}, r,
+                         std::span<const PenaltyToken>(penalties).subspan(static_cast<size_t>(r.penalty_begin),
+                                                                          static_cast<size_t>(r.penalty_count)));
+  }
+  std::vector<float> penalised(logits.size());
+  b.gpu->copy_to_host(g, penalised.data(), penalised.size() * sizeof(float));
+  CHECK(penalised == logits);
   std::vector<int32_t> scratch;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];
     INFO("request " << i << ": row " << r.row << ", temperature " << r.temperature << ", top_k " << r.top_k
-                    << ", top_p " << r.top_p << ", min_p " << r.min_p);
+                    << ", top_p " << r.top_p << ", min_p " << r.min_p << ", penalties " << r.penalty_count);
     const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
     CHECK(ids[i] == cpu::sample_row(row, r, scratch));
   }

@@ -314,3 +314,33 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
   for (const auto& [id, s] : async_streams) stopped += s.reason == FinishReason::kStop;
   CHECK(stopped >= 2);
 }
+
+TEST_CASE("penalties sample the same on the backend's sampler as on the host's") {
+  // Logprobs keep a request on the host path (a copy of its raw row); without them the backend applies the
+  // penalties and selects. Same seed, same draws.
+  EngineConfig c;
+  c.model = kModel;
+  c.num_kv_blocks = 64;
+  auto engine = make_engine(c);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.seed = 5;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  p.repetition_penalty = 1.3f;
+  p.presence_penalty = 0.4f;
+  p.frequency_penalty = 0.2f;
+  SamplingParams with_logprobs = p;
+  with_logprobs.logprobs = 1;
+  const std::vector<int32_t> prompt = {3, 3, 7, 1, 9, 3};
+  const uint64_t device = engine->submit(prompt, p).value();
+  const uint64_t host = engine->submit(prompt, with_logprobs).value();
+  SamplingParams plain = p;  // and the penalties do change the draws
+  plain.repetition_penalty = 1.0f;
+  plain.presence_penalty = plain.frequency_penalty = 0.0f;
+  const uint64_t unpenalised = engine->submit(prompt, plain).value();
+  const auto results = run_all(*engine);
+  CHECK(results.at(device).tokens.size() == 24);
+  CHECK(results.at(device).tokens == results.at(host).tokens);
+  CHECK(results.at(device).tokens != results.at(unpenalised).tokens);
+}

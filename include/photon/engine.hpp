@@ -81,7 +81,7 @@ struct EngineConfig {
   bool enforce_eager = false;
   /// Plan and enqueue each decode step before the previous step's sampled ids reach the host, so the GPU never
   /// waits for the host's bookkeeping between steps (the next step reads those ids on the device). Applies to steps
-  /// whose every token is sampled on the device (no logprobs or penalties) on one rank; others run in turn. A
+  /// whose every token is sampled on the device (no logprobs) on one rank; others run in turn. A
   /// request that stops has one token more computed, which is discarded. Outputs are identical either way.
   bool async_scheduling = true;
   /// Seed of dummy weights and of requests that carry no seed.

@@ -51,6 +51,8 @@ struct KvCacheLayout {
 };
 
 /// One row of logits to turn into a token on the device (see Backend::sample). Layout shared with the GPU kernel.
+/// Penalties come first, in place on the row, over the request's entries of the penalty token list; then the
+/// selection.
 struct SampleRequest {
   int32_t row = 0;           ///< row of the logits tensor
   float temperature = 0.0f;  ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
@@ -58,8 +60,21 @@ struct SampleRequest {
   float top_p = 1.0f;        ///< then the smallest set of most likely tokens whose probability reaches top_p
   float min_p = 0.0f;        ///< then the tokens with probability >= min_p * the top token's
   int32_t reserved = 0;
-  uint64_t seed = 0;   ///< the request's random stream
-  uint64_t index = 0;  ///< which draw of that stream (the output position)
+  uint64_t seed = 0;                ///< the request's random stream
+  uint64_t index = 0;               ///< which draw of that stream (the output position)
+  float repetition_penalty = 1.0f;  ///< every listed token: logit / p when positive, else logit * p
+  float presence_penalty = 0.0f;    ///< then, for tokens the output holds: minus presence + frequency * count
+  float frequency_penalty = 0.0f;
+  int32_t penalty_begin = 0;  ///< the request's entries of the penalty token list: [begin, begin + count)
+  int32_t penalty_count = 0;
+  int32_t reserved2 = 0;
+};
+
+/// A token a request's penalties apply to: each distinct token of its prompt and output once, with the number of
+/// times its output holds it (0 for prompt-only tokens). Layout shared with the GPU kernel.
+struct PenaltyToken {
+  int32_t token = 0;
+  int32_t output_count = 0;
 };
 
 class Backend {
@@ -143,14 +158,16 @@ class Backend {
   /// collectives must be released before their communicators are destroyed: NCCL waits for them.
   virtual void destroy_graph(int) {}
 
-  /// Chooses one token per request from f32 logits [rows, vocab] (draws match the host sampler's, cpu::sample_row)
-  /// into `ids` (i32 on this backend, >= requests.size() entries) and copies them to `host_ids` (>= requests.size()
-  /// entries; memory from allocate_host, so the copy is asynchronous). Enqueued in order with the other operations:
-  /// it returns before the ids exist, so a following pass can use them on the device (embed's placeholders) while
-  /// they travel to the host. wait_samples() waits for them, and must be called before the next sample() call.
-  /// `requests` is read before the call returns.
-  virtual Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
-                        int32_t* host_ids) = 0;
+  /// Chooses one token per request from f32 logits [rows, vocab] into `ids` (i32 on this backend, >= requests.size()
+  /// entries) and copies them to `host_ids` (>= requests.size() entries; memory from allocate_host, so the copy is
+  /// asynchronous): first each request's penalties over its entries of `penalty_tokens`, applied to its row in
+  /// place (requests with penalties name distinct rows), then the selection — the same arithmetic and draws as
+  /// cpu::apply_penalties and cpu::sample_row. Enqueued in order with the other operations: it returns before the
+  /// ids exist, so a following pass can use them on the device (embed's placeholders) while they travel to the
+  /// host. wait_samples() waits for them, and must be called before the next sample() call. `requests` and
+  /// `penalty_tokens` are read before the call returns.
+  virtual Status sample(Tensor& logits, std::span<const SampleRequest> requests,
+                        std::span<const PenaltyToken> penalty_tokens, Tensor& ids, int32_t* host_ids) = 0;
   /// Waits until the ids of the last sample() call are in its host_ids; returns any error of the enqueued work.
   virtual Status wait_samples() = 0;
 };

@@ -123,13 +123,19 @@ class CpuBackend final : public Backend {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
-  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
-                int32_t* host_ids) override {
-    const int64_t vocab = logits.size(1);
+  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
+                Tensor& ids, int32_t* host_ids) override {
+    const auto vocab = static_cast<size_t>(logits.size(1));
+    const auto row = [&](const SampleRequest& r) {
+      return std::span<float>(logits.data<float>() + static_cast<size_t>(r.row) * vocab, vocab);
+    };
+    for (const SampleRequest& r : requests) {  // all penalties first, as on the GPU
+      cpu::apply_penalties(
+          row(r), r,
+          penalty_tokens.subspan(static_cast<size_t>(r.penalty_begin), static_cast<size_t>(r.penalty_count)));
+    }
     for (size_t i = 0; i < requests.size(); ++i) {
-      const SampleRequest& r = requests[i];
-      const float* row = logits.data<float>() + static_cast<int64_t>(r.row) * vocab;
-      ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row({row, static_cast<size_t>(vocab)}, r, sample_ids_);
+      ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row(row(requests[i]), requests[i], sample_ids_);
     }
     return Status::ok();
   }

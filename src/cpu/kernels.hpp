@@ -72,5 +72,9 @@ void paged_attention(const float* q, int64_t heads, const KvView& kv, const int3
 /// top one's (transformers' order of logits warpers). The same selection as the GPU's sample kernel. `ids` is
 /// scratch (resized to the vocabulary).
 int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids);
+/// A request's penalties on its row of logits, in place, over its penalty tokens (SampleRequest): the repetition
+/// penalty on every token, then presence + frequency * count subtracted for the tokens its output holds; each
+/// product and sum rounded to f32 on its own (no fused multiply-add), as the GPU kernel does.
+void apply_penalties(std::span<float> logits, const SampleRequest& p, std::span<const PenaltyToken> tokens);
 
 }  // namespace photon::cpu

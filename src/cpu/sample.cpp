@@ -1,5 +1,5 @@
-// Token selection over one row of logits on the host: the CPU backend's sampler, the engine's host path (after
-// penalties) and the reference the GPU's sample kernel is tested against.
+// Penalties and token selection over one row of logits on the host: the CPU backend's sampler, the engine's host
+// path and the reference the GPU's kernels are tested against.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -8,6 +8,19 @@
 #include "cpu/kernels.hpp"
 
 namespace photon::cpu {
+
+void apply_penalties(std::span<float> logits, const SampleRequest& p, std::span<const PenaltyToken> tokens) {
+  const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  for (const PenaltyToken& e : tokens) {
+    float& l = logits[static_cast<size_t>(e.token)];
+    if (p.repetition_penalty != 1.0f) l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    if (additive && e.output_count > 0) {
+      const float frequency = p.frequency_penalty * static_cast<float>(e.output_count);
+      const float total = p.presence_penalty + frequency;
+      l = l - total;
+    }
+  }
+}
 
 int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids) {
   const auto vocab = static_cast<int32_t>(logits.size());

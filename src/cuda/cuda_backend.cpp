@@ -18,6 +18,7 @@ namespace photon {
 namespace {
 
 static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
+static_assert(sizeof(PenaltyToken) == sizeof(cuda::PenaltyTokenArgs), "PenaltyToken and PenaltyTokenArgs must match");
 
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Split-KV partials for head dimensions up to 256.
@@ -55,6 +56,7 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
+    allocator_.deallocate(penalty_tokens_, penalty_capacity_ * sizeof(PenaltyToken));
     if (samples_ready_) cudaEventDestroy(samples_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -225,10 +227,20 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status sample(const Tensor& logits, std::span<const SampleRequest> requests, Tensor& ids,
-                int32_t* host_ids) override {
+  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
+                Tensor& ids, int32_t* host_ids) override {
     const size_t n = requests.size();
     if (n == 0) return Status::ok();
+    const size_t p = penalty_tokens.size();
+    if (p > penalty_capacity_) {  // grows rarely: the longest prompt + output with penalties so far
+      allocator_.deallocate(penalty_tokens_, penalty_capacity_ * sizeof(PenaltyToken));
+      penalty_tokens_ = nullptr;
+      penalty_tokens_host_.reset();
+      penalty_capacity_ = 0;
+      PHOTON_ASSIGN_OR_RETURN(penalty_tokens_, allocator_.allocate(p * 2 * sizeof(PenaltyToken)));
+      PHOTON_ASSIGN_OR_RETURN(penalty_tokens_host_, allocate_host(p * 2 * sizeof(PenaltyToken)));
+      penalty_capacity_ = p * 2;
+    }
     if (n > sample_capacity_) {  // grows rarely: the first steps of a bigger batch than seen before
       allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
       sample_args_ = nullptr;
@@ -243,6 +255,14 @@ class CudaBackend final : public Backend {
     std::copy(requests.begin(), requests.end(), static_cast<SampleRequest*>(sample_args_host_.get()));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_args_, sample_args_host_.get(), n * sizeof(SampleRequest),
                                                 cudaMemcpyHostToDevice, stream_));
+    if (p > 0) {
+      std::copy(penalty_tokens.begin(), penalty_tokens.end(), static_cast<PenaltyToken*>(penalty_tokens_host_.get()));
+      PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalty_tokens_, penalty_tokens_host_.get(), p * sizeof(PenaltyToken),
+                                                  cudaMemcpyHostToDevice, stream_));
+      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)),
+                            static_cast<const cuda::SampleArgs*>(sample_args_), static_cast<int>(n),
+                            static_cast<const cuda::PenaltyTokenArgs*>(penalty_tokens_), stream_);
+    }
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(sample_args_),
                       static_cast<int>(n), ids.data<int32_t>(), stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
@@ -321,6 +341,9 @@ class CudaBackend final : public Backend {
   void* sample_args_ = nullptr;
   std::shared_ptr<void> sample_args_host_;  // page-locked staging for sample_args_
   size_t sample_capacity_ = 0;
+  void* penalty_tokens_ = nullptr;
+  std::shared_ptr<void> penalty_tokens_host_;
+  size_t penalty_capacity_ = 0;
   cudaEvent_t samples_ready_ = nullptr;  // recorded after the last sample() call's copy to the host
   Status error_;
 };

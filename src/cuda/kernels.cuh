@@ -61,7 +61,8 @@ void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* 
 
 /// One row to sample: argmax when temperature is 0, else Gumbel-max over logits[row] / temperature among the top_k
 /// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
-/// whose probability is at least min_p times the top one's. Must match photon::SampleRequest's layout.
+/// whose probability is at least min_p times the top one's; penalties first (apply_penalties). Must match
+/// photon::SampleRequest's layout.
 struct SampleArgs {
   int32_t row;
   float temperature;
@@ -71,8 +72,24 @@ struct SampleArgs {
   int32_t pad;
   uint64_t seed;
   uint64_t index;
+  float repetition_penalty;
+  float presence_penalty;
+  float frequency_penalty;
+  int32_t penalty_begin;
+  int32_t penalty_count;
+  int32_t pad2;
+};
+/// One token a row's penalties apply to. Must match photon::PenaltyToken's layout.
+struct PenaltyTokenArgs {
+  int32_t token;
+  int32_t output_count;
 };
 void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
+/// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
+/// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
+/// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.
+void apply_penalties(float* logits, int vocab, const SampleArgs* args, int n, const PenaltyTokenArgs* tokens,
+                     cudaStream_t s);
 
 /// Where the one-shot all-reduce between the GPUs of one process finds every rank's workspace: base[r] is rank r's
 /// peer_all_reduce_workspace_bytes(size) bytes of device memory on its own GPU, zeroed before first use, readable and

@@ -143,6 +143,28 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
   return Cut{key, lo_id};
 }
 
+// One block per row; each listed token is distinct, so the threads never touch the same logit. The _rn intrinsics
+// keep every product and sum rounded on its own (no fused multiply-add), as the host computes them.
+__global__ void __launch_bounds__(kThreads)
+    penalties_kernel(float* logits, int vocab, const SampleArgs* args, const PenaltyTokenArgs* tokens) {
+  const SampleArgs a = args[blockIdx.x];
+  if (a.penalty_count == 0) return;
+  float* row = logits + static_cast<int64_t>(a.row) * vocab;
+  const bool additive = a.presence_penalty != 0.0f || a.frequency_penalty != 0.0f;
+  for (int i = threadIdx.x; i < a.penalty_count; i += kThreads) {
+    const PenaltyTokenArgs e = tokens[a.penalty_begin + i];
+    float l = row[e.token];
+    if (a.repetition_penalty != 1.0f) {
+      l = l > 0.0f ? __fdiv_rn(l, a.repetition_penalty) : __fmul_rn(l, a.repetition_penalty);
+    }
+    if (additive && e.output_count > 0) {
+      const float frequency = __fmul_rn(a.frequency_penalty, static_cast<float>(e.output_count));
+      l = __fsub_rn(l, __fadd_rn(a.presence_penalty, frequency));
+    }
+    row[e.token] = l;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(const float* logits, int vocab, const SampleArgs* args, int32_t* out_ids) {
   __shared__ float scratch[32];
@@ -220,6 +242,11 @@ __global__ void __launch_bounds__(kThreads)
 
 void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s) {
   if (n > 0) sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
+}
+
+void apply_penalties(float* logits, int vocab, const SampleArgs* args, int n, const PenaltyTokenArgs* tokens,
+                     cudaStream_t s) {
+  if (n > 0) penalties_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, tokens);
 }
 
 }  // namespace photon::cuda

@@ -34,11 +34,10 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t mix_seed(uint64_t a, uint64_t b) { return a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull); }
 
-// Requests the device sampler can serve completely (temperature, top-k, top-p, min-p); the rest (penalties,
-// logprobs) sample on the host from a copy of their row. Both select the same way (cpu::sample_row).
-bool samples_on_device(const SamplingParams& p) {
-  return p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !p.logprobs;
-}
+// Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p); those that want
+// logprobs of the raw logits sample on the host from a copy of their row. Both apply penalties and select the same
+// way (cpu::apply_penalties, cpu::sample_row).
+bool samples_on_device(const SamplingParams& p) { return !p.logprobs; }
 
 }  // namespace
 
@@ -84,6 +83,7 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::vector<int32_t> sampled;
   std::vector<float> host_logits_buffer;
   std::vector<SampleRequest> device_samples;
+  std::vector<PenaltyToken> penalty_tokens;
   int64_t num_steps = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
@@ -138,8 +138,9 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   Result<Tensor> launch(const SchedulerOutput& out);
   /// True when `out` may stay in flight: every token it samples is chosen on the device and no row goes to the host.
   bool deferrable(const SchedulerOutput& out) const;
-  /// Enqueues the device sampling of the requests of `out` that sample on the device.
-  Status enqueue_samples(const SchedulerOutput& out, const Tensor& logits, DeviceSamples& samples);
+  /// Enqueues the device sampling (penalties in place on `logits`, then selection) of the requests of `out` that
+  /// sample on the device.
+  Status enqueue_samples(const SchedulerOutput& out, Tensor& logits, DeviceSamples& samples);
   void count_prompt_tokens(const SchedulerOutput& out);
   /// Forgets the finished requests of a planned step (nulls them), which remove_finished() may then delete.
   static void drop_finished(SchedulerOutput& out) {
@@ -150,7 +151,7 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   /// Finishes every request of `out` with `status` (the engine stays usable) and returns it.
   Status fail(const SchedulerOutput& out, const Status& status);
   /// Completes a step now: host-side logprobs and sampling, device sampling, update, emit.
-  Status finish(const SchedulerOutput& out, const Tensor& logits);
+  Status finish(const SchedulerOutput& out, Tensor& logits);
   /// Emits the tokens in `sampled` (and pending logprobs) of a step whose scheduler update is done.
   void emit_step(const SchedulerOutput& out, std::vector<Pending> pending);
   void emit(Request& r, std::vector<int32_t> new_tokens, std::vector<TokenLogprob> logprobs,
@@ -483,8 +484,9 @@ bool Engine::Impl::deferrable(const SchedulerOutput& out) const {
   return true;
 }
 
-Status Engine::Impl::enqueue_samples(const SchedulerOutput& out, const Tensor& logits, DeviceSamples& samples) {
+Status Engine::Impl::enqueue_samples(const SchedulerOutput& out, Tensor& logits, DeviceSamples& samples) {
   device_samples.clear();
+  penalty_tokens.clear();
   samples.owner.clear();
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledRequest& s = out.scheduled[i];
@@ -492,13 +494,20 @@ Status Engine::Impl::enqueue_samples(const SchedulerOutput& out, const Tensor& l
     const Request& r = *s.request;
     SampleRequest d = sample_request(r.params, r.seed, static_cast<uint64_t>(r.num_output_tokens()));
     d.row = s.logits_begin + s.num_logits - 1;
+    if (has_penalties(r.params)) {
+      const std::span<const int32_t> all(r.tokens);
+      d.penalty_begin = static_cast<int32_t>(penalty_tokens.size());
+      append_penalty_tokens(all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                            all.subspan(static_cast<size_t>(r.num_prompt_tokens)), scratch.counts, penalty_tokens);
+      d.penalty_count = static_cast<int32_t>(penalty_tokens.size()) - d.penalty_begin;
+    }
     device_samples.push_back(d);
     samples.owner.push_back(i);
   }
   // Two host buffers in turn: step N + 1's copy may land while the host still reads step N's ids.
   samples.host_ids = static_cast<int32_t*>(host_ids[next_host_ids].get());
   next_host_ids ^= 1;
-  return backend->sample(logits, device_samples, *device_ids, samples.host_ids);
+  return backend->sample(logits, device_samples, penalty_tokens, *device_ids, samples.host_ids);
 }
 
 void Engine::Impl::count_prompt_tokens(const SchedulerOutput& out) {
@@ -522,7 +531,7 @@ Status Engine::Impl::fail(const SchedulerOutput& out, const Status& status) {
   return status;
 }
 
-Status Engine::Impl::finish(const SchedulerOutput& out, const Tensor& logits) {
+Status Engine::Impl::finish(const SchedulerOutput& out, Tensor& logits) {
   const auto vocab = static_cast<size_t>(info.vocab_size);
   const bool host_logits = backend->device() == Device::cpu();
   // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).

@@ -6,42 +6,29 @@
 #include <cmath>
 
 namespace photon {
-namespace {
-
 bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-// Applies the three penalties in place. `counts` is vocabulary-sized and all zero on entry and exit.
-void apply_penalties(std::vector<float>& logits, const SamplingParams& p, std::span<const int32_t> prompt,
-                     std::span<const int32_t> output, std::vector<int32_t>& counts) {
-  if (counts.size() < logits.size()) counts.assign(logits.size(), 0);
-  if (p.repetition_penalty != 1.0f) {
-    // Each distinct token of prompt and output is penalised once (transformers' RepetitionPenaltyLogitsProcessor).
-    auto penalise = [&](int32_t t) {
-      int32_t& seen = counts[static_cast<size_t>(t)];
-      if (seen < 0) return;
-      seen = -1;
-      float& l = logits[static_cast<size_t>(t)];
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    };
-    for (int32_t t : prompt) penalise(t);
-    for (int32_t t : output) penalise(t);
-    for (int32_t t : prompt) counts[static_cast<size_t>(t)] = 0;
-    for (int32_t t : output) counts[static_cast<size_t>(t)] = 0;
+void append_penalty_tokens(std::span<const int32_t> prompt, std::span<const int32_t> output,
+                           std::vector<int32_t>& counts, std::vector<PenaltyToken>& out) {
+  // counts[t]: occurrences in the output, then -1 once t is listed; all zero again on return.
+  for (int32_t t : output) {
+    if (static_cast<size_t>(t) >= counts.size()) counts.resize(static_cast<size_t>(t) + 1, 0);
+    ++counts[static_cast<size_t>(t)];
   }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    for (int32_t t : output) ++counts[static_cast<size_t>(t)];
-    for (int32_t t : output) {
-      int32_t& c = counts[static_cast<size_t>(t)];
-      if (c == 0) continue;  // already applied for this token
-      logits[static_cast<size_t>(t)] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(c);
-      c = 0;
-    }
-  }
+  auto list = [&](int32_t t) {
+    if (static_cast<size_t>(t) >= counts.size()) counts.resize(static_cast<size_t>(t) + 1, 0);
+    int32_t& c = counts[static_cast<size_t>(t)];
+    if (c < 0) return;
+    out.push_back({t, c});
+    c = -1;
+  };
+  for (int32_t t : prompt) list(t);
+  for (int32_t t : output) list(t);
+  for (int32_t t : prompt) counts[static_cast<size_t>(t)] = 0;
+  for (int32_t t : output) counts[static_cast<size_t>(t)] = 0;
 }
-
-}  // namespace
 
 int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -76,13 +63,13 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) 
 
 int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& s) {
-  std::span<const float> logits = raw;
-  if (has_penalties(p)) {
-    s.logits.assign(raw.begin(), raw.end());
-    apply_penalties(s.logits, p, prompt, output, s.counts);
-    logits = s.logits;
-  }
-  return cpu::sample_row(logits, sample_request(p, seed, index), s.ids);
+  const SampleRequest r = sample_request(p, seed, index);
+  if (!has_penalties(p)) return cpu::sample_row(raw, r, s.ids);
+  s.logits.assign(raw.begin(), raw.end());
+  s.penalties.clear();
+  append_penalty_tokens(prompt, output, s.counts, s.penalties);
+  cpu::apply_penalties(s.logits, r, s.penalties);
+  return cpu::sample_row(s.logits, r, s.ids);
 }
 
 SampleRequest sample_request(const SamplingParams& p, uint64_t seed, uint64_t index) {
@@ -93,6 +80,9 @@ SampleRequest sample_request(const SamplingParams& p, uint64_t seed, uint64_t in
   r.min_p = p.min_p;
   r.seed = seed;
   r.index = index;
+  r.repetition_penalty = p.repetition_penalty;
+  r.presence_penalty = p.presence_penalty;
+  r.frequency_penalty = p.frequency_penalty;
   return r;
 }
 
