@@ -199,6 +199,9 @@ bench llama1b-1024x128 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input
 # The same with sampling (temperature 0.8, top-p 0.95: selected on the GPU), against greedy above.
 bench llama1b-1024x128-topp 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --temperature 0.8 --top-p 0.95
+# And with penalties on top (applied on the GPU over each request's prompt and output tokens).
+bench llama1b-1024x128-penalties 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
+  --temperature 0.8 --top-p 0.95 --repetition-penalty 1.1 --presence-penalty 0.2 --frequency-penalty 0.2
 bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128
 if [ "$gpus" -ge 2 ]; then
   bench llama8b-b1-tp2 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \

@@ -166,7 +166,7 @@ else
   echo "SKIP: tokenizer CLI checks (run scripts/fetch-tokenizers.sh)"
 fi
 # photon bench: the JSON contract on a tiny CPU model (greedy and sampled), and its argument errors.
-for extra in "" "--temperature 0.8 --top-k 20 --top-p 0.9"; do
+for extra in "" "--temperature 0.8 --top-k 20 --top-p 0.9" "--repetition-penalty 1.2 --presence-penalty 0.5 --frequency-penalty 0.3"; do
   # shellcheck disable=SC2086
   line=$("$photon" bench --model dummy:tiny-llama3 --device cpu --num-prompts 3 --input-len 5 --output-len 4 --json $extra 2>/dev/null | tail -1)
   if python3 - "$line" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: photon bench --json $extra: $line"; failures=$((failures + 1)); fi
@@ -183,6 +183,7 @@ PY
 done
 check "bench missing flag" 2 "'--input-len' is required" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --output-len 1
 check "bench bad top-p" 2 "'--top-p' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --top-p 1.5
+check "bench bad penalty" 2 "'--presence-penalty' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --presence-penalty 3
 check "bench bad quantization" 2 "'--quantization' must be none" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --quantization fp4
 check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize

@@ -66,9 +66,6 @@ Args make_args() {
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
   add_sampling_flags(a);
-  a.option("repetition-penalty", "R", "penalise tokens already in the prompt or output (1: off)", "1");
-  a.option("presence-penalty", "X", "subtract X from logits of tokens already generated", "0");
-  a.option("frequency-penalty", "X", "subtract X per earlier occurrence in the output", "0");
   a.option("stop-token-ids", "IDS", "extra comma-separated ids that end a request");
   a.option("prompt-logprobs", "K", "report each prompt token's logprob and the top K at its position");
   a.option("logprobs", "K", "report each generated token's logprob and the top K");
@@ -86,12 +83,6 @@ Status read_request_defaults(const Args& a, SamplingParams& p) {
   p.max_tokens = static_cast<int32_t>(max_tokens);
   p.ignore_eos = a.has("ignore-eos");
   PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, p));
-  PHOTON_ASSIGN_OR_RETURN(double rep, a.get_double("repetition-penalty", 1e-6, 100.0));
-  PHOTON_ASSIGN_OR_RETURN(double pres, a.get_double("presence-penalty", -2.0, 2.0));
-  PHOTON_ASSIGN_OR_RETURN(double freq, a.get_double("frequency-penalty", -2.0, 2.0));
-  p.repetition_penalty = static_cast<float>(rep);
-  p.presence_penalty = static_cast<float>(pres);
-  p.frequency_penalty = static_cast<float>(freq);
   if (a.has("stop")) p.stop.push_back(a.get("stop"));
   if (a.has("stop-token-ids")) {
     PHOTON_ASSIGN_OR_RETURN(p.stop_token_ids, a.get_int_list("stop-token-ids"));

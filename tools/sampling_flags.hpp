@@ -1,5 +1,6 @@
 // Token-selection flags shared by the photon subcommands that sample (generate, bench): --temperature, --top-k,
-// --top-p and --min-p, with the same meaning, defaults and ranges in both.
+// --top-p, --min-p and the repetition, presence and frequency penalties, with the same meaning, defaults and ranges
+// in both.
 #pragma once
 
 #include <photon/sampling.hpp>
@@ -8,7 +9,8 @@
 
 namespace photon::cli {
 
-/// Registers --temperature, --top-k, --top-p and --min-p (defaults: greedy, no filtering).
+/// Registers --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --presence-penalty and
+/// --frequency-penalty (defaults: greedy, no filtering, no penalties).
 void add_sampling_flags(Args& a);
 
 /// Reads them into `params`; an out-of-range value is an error naming the flag.
