@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -55,8 +56,8 @@ class CudaBackend final : public Backend {
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
-    allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
-    allocator_.deallocate(penalty_tokens_, penalty_capacity_ * sizeof(PenaltyToken));
+    allocator_.deallocate(sample_args_.device, sample_args_.capacity);
+    allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -231,39 +232,15 @@ class CudaBackend final : public Backend {
                 Tensor& ids, int32_t* host_ids) override {
     const size_t n = requests.size();
     if (n == 0) return Status::ok();
-    const size_t p = penalty_tokens.size();
-    if (p > penalty_capacity_) {  // grows rarely: the longest prompt + output with penalties so far
-      allocator_.deallocate(penalty_tokens_, penalty_capacity_ * sizeof(PenaltyToken));
-      penalty_tokens_ = nullptr;
-      penalty_tokens_host_.reset();
-      penalty_capacity_ = 0;
-      PHOTON_ASSIGN_OR_RETURN(penalty_tokens_, allocator_.allocate(p * 2 * sizeof(PenaltyToken)));
-      PHOTON_ASSIGN_OR_RETURN(penalty_tokens_host_, allocate_host(p * 2 * sizeof(PenaltyToken)));
-      penalty_capacity_ = p * 2;
+    // The previous call's uploads have run: its ids were waited for.
+    PHOTON_ASSIGN_OR_RETURN(const void* args, upload(sample_args_, requests.data(), n * sizeof(SampleRequest)));
+    if (!penalty_tokens.empty()) {
+      PHOTON_ASSIGN_OR_RETURN(const void* tokens, upload(penalty_tokens_, penalty_tokens.data(),
+                                                         penalty_tokens.size() * sizeof(PenaltyToken)));
+      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
+                            static_cast<int>(n), static_cast<const cuda::PenaltyTokenArgs*>(tokens), stream_);
     }
-    if (n > sample_capacity_) {  // grows rarely: the first steps of a bigger batch than seen before
-      allocator_.deallocate(sample_args_, sample_capacity_ * sizeof(SampleRequest));
-      sample_args_ = nullptr;
-      sample_args_host_.reset();
-      sample_capacity_ = 0;
-      PHOTON_ASSIGN_OR_RETURN(sample_args_, allocator_.allocate(n * 2 * sizeof(SampleRequest)));
-      PHOTON_ASSIGN_OR_RETURN(sample_args_host_, allocate_host(n * 2 * sizeof(SampleRequest)));
-      sample_capacity_ = n * 2;
-    }
-    // Through page-locked memory, so the copy never waits for the work ahead of it on the stream. The previous
-    // call's copy has run: its ids were waited for.
-    std::copy(requests.begin(), requests.end(), static_cast<SampleRequest*>(sample_args_host_.get()));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(sample_args_, sample_args_host_.get(), n * sizeof(SampleRequest),
-                                                cudaMemcpyHostToDevice, stream_));
-    if (p > 0) {
-      std::copy(penalty_tokens.begin(), penalty_tokens.end(), static_cast<PenaltyToken*>(penalty_tokens_host_.get()));
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(penalty_tokens_, penalty_tokens_host_.get(), p * sizeof(PenaltyToken),
-                                                  cudaMemcpyHostToDevice, stream_));
-      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)),
-                            static_cast<const cuda::SampleArgs*>(sample_args_), static_cast<int>(n),
-                            static_cast<const cuda::PenaltyTokenArgs*>(penalty_tokens_), stream_);
-    }
-    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(sample_args_),
+    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
                       static_cast<int>(n), ids.data<int32_t>(), stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
@@ -277,6 +254,29 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A device buffer filled from a page-locked mirror (so the copy never waits for the work ahead of it on the
+  // stream); both grow to twice the largest request so far, rarely.
+  struct UploadBuffer {
+    void* device = nullptr;
+    std::shared_ptr<void> host;
+    size_t capacity = 0;  // bytes
+  };
+
+  // Copies `bytes` from `src` into `b` on the stream (growing it first when needed); returns the device copy. The
+  // previous upload through `b` must have run.
+  Result<const void*> upload(UploadBuffer& b, const void* src, size_t bytes) {
+    if (bytes > b.capacity) {
+      allocator_.deallocate(b.device, b.capacity);
+      b = UploadBuffer{};
+      PHOTON_ASSIGN_OR_RETURN(b.device, allocator_.allocate(bytes * 2));
+      PHOTON_ASSIGN_OR_RETURN(b.host, allocate_host(bytes * 2));
+      b.capacity = bytes * 2;
+    }
+    std::memcpy(b.host.get(), src, bytes);
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.device, b.host.get(), bytes, cudaMemcpyHostToDevice, stream_));
+    return static_cast<const void*>(b.device);
+  }
+
   void record(Status s) {
     if (!s.is_ok() && error_.is_ok()) {
       log::error("{}", s.message());
@@ -338,13 +338,8 @@ class CudaBackend final : public Backend {
   void* attention_workspace_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
-  void* sample_args_ = nullptr;
-  std::shared_ptr<void> sample_args_host_;  // page-locked staging for sample_args_
-  size_t sample_capacity_ = 0;
-  void* penalty_tokens_ = nullptr;
-  std::shared_ptr<void> penalty_tokens_host_;
-  size_t penalty_capacity_ = 0;
-  cudaEvent_t samples_ready_ = nullptr;  // recorded after the last sample() call's copy to the host
+  UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
+  cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
   Status error_;
 };
 
