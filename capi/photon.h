@@ -161,7 +161,9 @@ PHOTON_C_API photon_status photon_render_chat(photon_engine* engine, const char*
                                               size_t capacity, size_t* out_len);
 /* Ends a request at the next step boundary; it then reports PHOTON_FINISH_CANCELLED. */
 PHOTON_C_API photon_status photon_cancel(photon_engine* engine, uint64_t request_id);
-/* Runs one schedule -> forward -> sample -> update iteration (nothing when idle). */
+/* Runs one schedule -> forward -> sample -> update iteration (nothing when idle). With async scheduling (the
+ * default) the next step is already enqueued on the GPU when it returns; the next call, or photon_engine_destroy,
+ * completes it. */
 PHOTON_C_API photon_status photon_step(photon_engine* engine);
 /* 1 while any request is unfinished, else 0. */
 PHOTON_C_API int photon_has_unfinished(photon_engine* engine);
