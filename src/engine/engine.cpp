@@ -123,10 +123,10 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
     std::vector<TokenLogprob> logprobs;
   };
   std::optional<InFlight> inflight;
-  Tensor* runner_sampled_ids = nullptr;  // the decoder's, when placeholders work (one rank)
-  Tensor own_sampled_ids;                // otherwise
-  Tensor* device_ids = nullptr;          // where sample() writes
-  std::shared_ptr<void> host_ids[2];     // page-locked, max_num_logits ids each
+  bool async = false;                 // config.async_scheduling, and the decoder takes placeholders (one rank)
+  Tensor own_sampled_ids;             // where sample() writes when the decoder's buffer is not available
+  Tensor* device_ids = nullptr;       // where sample() writes: the decoder's sampled_ids(), or own_sampled_ids
+  std::shared_ptr<void> host_ids[2];  // page-locked, max_num_logits ids each
   int next_host_ids = 0;
 
   ~Impl() {
@@ -138,6 +138,8 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   Result<Tensor> launch(const SchedulerOutput& out);
   /// True when `out` may stay in flight: every token it samples is chosen on the device and no row goes to the host.
   bool deferrable(const SchedulerOutput& out) const;
+  /// Enqueues `out`'s device sampling and leaves it in flight; on error fails its requests and returns the error.
+  Status defer(SchedulerOutput out, Tensor& logits);
   /// Enqueues the device sampling (penalties in place on `logits`, then selection) of the requests of `out` that
   /// sample on the device.
   Status enqueue_samples(const SchedulerOutput& out, Tensor& logits, DeviceSamples& samples);
@@ -226,12 +228,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   const auto max_model_len = static_cast<int32_t>(limits.max_seq_len);
   const int64_t num_blocks = local.num_blocks;
   m.runner = std::make_unique<ModelRunner>(std::move(local.ranks), m.group.get());
-  m.runner_sampled_ids = m.runner->sampled_ids();
-  if (m.runner_sampled_ids == nullptr) {
+  m.device_ids = m.runner->sampled_ids();
+  m.async = config.async_scheduling && m.device_ids != nullptr;
+  if (m.device_ids == nullptr) {
     PHOTON_ASSIGN_OR_RETURN(m.own_sampled_ids,
                             Tensor::empty({limits.max_num_logits}, DType::kI32, m.backend->allocator()));
+    m.device_ids = &m.own_sampled_ids;
   }
-  m.device_ids = m.runner_sampled_ids != nullptr ? m.runner_sampled_ids : &m.own_sampled_ids;
   for (auto& buffer : m.host_ids) {
     PHOTON_ASSIGN_OR_RETURN(buffer,
                             m.backend->allocate_host(static_cast<size_t>(limits.max_num_logits) * sizeof(int32_t)));
@@ -424,10 +427,7 @@ Status Engine::Impl::step() {
     auto logits = launch(out);
     if (!logits) return fail(out, logits.status());
     if (!deferrable(out)) return finish(out, *logits);
-    InFlight f;
-    f.out = std::move(out);
-    if (Status st = enqueue_samples(f.out, *logits, f.samples); !st) return fail(f.out, st);
-    inflight = std::move(f);
+    if (Status st = defer(std::move(out), *logits); !st) return st;
   }
 
   // 3. A step N is in flight, its ids on their way to the host. Plan step N + 1 as if N's ids were known (each
@@ -461,10 +461,7 @@ Status Engine::Impl::step() {
   if (!*next_logits) return fail(next, next_logits->status());
   drop_finished(next);  // requests that stopped at step N: their extra token is discarded
   if (!deferrable(next)) return finish(next, **next_logits);
-  InFlight f;
-  f.out = std::move(next);
-  if (Status st = enqueue_samples(f.out, **next_logits, f.samples); !st) return fail(f.out, st);
-  inflight = std::move(f);
+  if (Status st = defer(std::move(next), **next_logits); !st) return st;
   scheduler->remove_finished();
   refresh_stats();
   return Status::ok();
@@ -476,12 +473,20 @@ Result<Tensor> Engine::Impl::launch(const SchedulerOutput& out) {
 }
 
 bool Engine::Impl::deferrable(const SchedulerOutput& out) const {
-  if (!config.async_scheduling || runner_sampled_ids == nullptr) return false;
+  if (!async) return false;
   for (const ScheduledRequest& s : out.scheduled) {
     if (s.request == nullptr) continue;
     if (s.request->wants_prompt_logprobs() || (s.sample && !samples_on_device(s.request->params))) return false;
   }
   return true;
+}
+
+Status Engine::Impl::defer(SchedulerOutput out, Tensor& logits) {
+  InFlight f;
+  f.out = std::move(out);
+  if (Status st = enqueue_samples(f.out, logits, f.samples); !st) return fail(f.out, st);
+  inflight = std::move(f);
+  return Status::ok();
 }
 
 Status Engine::Impl::enqueue_samples(const SchedulerOutput& out, Tensor& logits, DeviceSamples& samples) {

@@ -1,6 +1,7 @@
 #include "models/decoder.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -13,6 +14,19 @@ namespace {
 Status batch_error(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
 int64_t aligned(int64_t n) { return (n + 15) / 16 * 16; }  // index arrays start on 64-byte boundaries
+
+// Lengths of the index arrays before the block table, in buffer order (see Decoder::place_indices): ids, positions,
+// slots, query_start, seq_lens, block_indptr, logits_indices, decode_tokens, prefill_seqs.
+std::array<int64_t, 9> index_array_lengths(int64_t tokens, int64_t seqs, int64_t logits) {
+  return {tokens, tokens, tokens, seqs + 1, seqs, seqs + 1, logits, tokens, seqs};
+}
+
+// Where the block table starts in a layout of these sizes.
+int64_t block_table_offset(int64_t tokens, int64_t seqs, int64_t logits) {
+  int64_t offset = 0;
+  for (int64_t n : index_array_lengths(tokens, seqs, logits)) offset += aligned(n);
+  return offset;
+}
 
 }  // namespace
 
@@ -120,8 +134,7 @@ Status Decoder::allocate_workspace() {
   }
   // One device buffer (and its host mirror) for all index arrays: large enough for every layout place_indices makes.
   const int64_t seqs = limits_.max_num_seqs;
-  int64_t total = 0;
-  for (int64_t n : {t, t, t, seqs + 1, seqs, seqs + 1, l, t, seqs, limits_.max_num_blocks}) total += aligned(n);
+  const int64_t total = block_table_offset(t, seqs, l) + limits_.max_num_blocks;
   auto indices = Tensor::empty({total}, DType::kI32, a);
   if (!indices) return indices.status().with_context("allocating the batch index buffer");
   indices_ = std::move(*indices);
@@ -204,11 +217,11 @@ Status Decoder::validate(const ForwardBatch& b, const PagedKvCache& kv) const {
 void Decoder::place_indices(int64_t tokens, int64_t seqs, int64_t logits) {
   Tensor* regions[] = {&ids_,          &positions_,      &slots_,         &query_start_, &seq_lens_,
                        &block_indptr_, &logits_indices_, &decode_tokens_, &prefill_seqs_};
-  const int64_t sizes[] = {tokens, tokens, tokens, seqs + 1, seqs, seqs + 1, logits, tokens, seqs};
+  const auto lengths = index_array_lengths(tokens, seqs, logits);
   int64_t offset = 0;
   for (size_t i = 0; i < std::size(regions); ++i) {
-    *regions[i] = indices_.slice_rows(offset, offset + sizes[i]);
-    offset += aligned(sizes[i]);
+    *regions[i] = indices_.slice_rows(offset, offset + lengths[i]);
+    offset += aligned(lengths[i]);
   }
   block_indices_ = indices_.slice_rows(offset, indices_.size(0));
 }
