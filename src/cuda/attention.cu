@@ -8,6 +8,8 @@
 // bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
 // output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
 // workspace — merges them, so a decode step needs no second kernel. f32 throughout.
+#include <cstdlib>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -54,7 +56,7 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
 // dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
-template <int kVec, int kHeadDim, int G>
+template <int kVec, int kHeadDim, int G, bool kLaneKeys = (kHeadDim == 64 || kHeadDim == 128) && G <= 4>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
@@ -84,13 +86,16 @@ __global__ void __launch_bounds__(kThreads)
   const int s = seq_shared;
   const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
   const int32_t* blocks = block_indices + block_indptr[s];
+  // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
+  // split kMinSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
+  // counts the live splits), and a single live split writes the output itself.
+  const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+  if (split >= live) return;
+  const bool direct = live == 1;
   pdl_begin();
   const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
   for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
   __syncthreads();
-  // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
-  // split kMinSplitKeys keys use fewer of them, the others stay empty and are skipped by the merge.
-  const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
   const int per_split = (ctx + live - 1) / live;
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
@@ -118,7 +123,40 @@ __global__ void __launch_bounds__(kThreads)
     float tile_max[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
-    for (int j = tid; j < n; j += kThreads) {
+    if constexpr (kLaneKeys) {
+      // A group of `lanes` threads (a power of two within a warp) scores each key: every thread one 16-byte slice of
+      // it against its q slices in registers, then a butterfly sum over the group, so that a tile's keys are in
+      // flight at once instead of one key's dims after another.
+      float qr[G][8];
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) qr[g][e] = qs[g][lane * 8 + e];
+      constexpr int kUnroll = G >= 4 ? 4 : 8;  // keys in flight per thread, within the registers
+#pragma unroll kUnroll
+      for (int base = 0; base < n; base += groups) {  // the same trip count in every group (shuffles below)
+        const int j = base + group;
+        const int key = start + min(j, n - 1);
+        const uint4 raw = *reinterpret_cast<const uint4*>(
+            k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd + lane * 8);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        float dot[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          dot[g] = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            dot[g] += qr[g][2 * e] * __uint_as_float(w[e] << 16) + qr[g][2 * e + 1] * __uint_as_float(w[e] & 0xffff0000u);
+#pragma unroll
+          for (int o = kHeadDim / 16; o > 0; o >>= 1) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+          if (j < n) {
+            tile_max[g] = fmaxf(tile_max[g], dot[g]);
+            if (lane == 0) scores[g][j] = dot[g];
+          }
+        }
+      }
+    }
+    for (int j = kLaneKeys ? n : tid; j < n; j += kThreads) {
       const int key = start + j;
       const uint16_t* kp =
           k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
@@ -221,13 +259,13 @@ __global__ void __launch_bounds__(kThreads)
     const int g = i / hd, d = i % hd;
     float v = 0.0f;
     for (int k = 0; k < groups; ++k) v += partial[g][k * hd + d];
-    if (splits == 1) {
+    if (direct) {
       out[row + i] = f2bf(final_sum[g] > 0.0f ? v / final_sum[g] : 0.0f);
     } else {
       part_out[((static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits + split) * hd + d] = v;
     }
   }
-  if (splits == 1) return;
+  if (direct) return;
   if (tid < G) {
     float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h0 + tid) * splits + split) * 2;
     ml[0] = final_max[tid];
@@ -240,7 +278,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (tid == 0) {
     unsigned* count = arrivals + blockIdx.x * gridDim.y + blockIdx.y;
-    last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(live - 1);
     if (last) *count = 0;  // ready for the next launch
   }
   __syncthreads();
@@ -304,10 +342,16 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                    \
-  launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,    \
-         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out, \
-         part_ml, arrivals)
+  static const bool ab_old = std::getenv("PHOTON_AB_OLD_ATTN") != nullptr;
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                         \
+  if (ab_old)                                                                                                       \
+    launch(attention_kernel<VEC, HD, G, false>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
+           block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,     \
+           part_ml, arrivals);                                                                                      \
+  else                                                                                                              \
+    launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,       \
+           block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,    \
+           part_ml, arrivals)
 #define PHOTON_ATTENTION_GROUPS(HD)      \
   switch (group) {                       \
     case 8:                              \

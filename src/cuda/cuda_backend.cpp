@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -138,6 +139,29 @@ class CudaBackend final : public Backend {
     }
     record(gemm(x, w, scratch));
     cuda::swiglu(bf16(scratch), m, to_int(inter), bf16_mut(out), stream_);
+  }
+  // Small decode batches: the norm and the residual add run inside the GEMVs (two kernels fewer per layer).
+  bool fuses_norms(int64_t rows, std::span<const int64_t> widths) const override {
+    if (widths.empty() || !cuda::gemv_fusion_supported(to_int(rows), to_int(widths.front()))) return false;
+    return std::all_of(widths.begin(), widths.end(), [&](int64_t w) {
+      return cuda::gemv_supported(to_int(rows), to_int(w), w);
+    });
+  }
+  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, Tensor& out) override {
+    if (!fusable(x, "rms_norm_linear")) return;
+    cuda::gemv_rms_norm(bf16(x), to_int(x.size(0)), x.stride(0), norm_weight.data<float>(), eps, bf16(w),
+                        to_int(w.size(0)), to_int(x.size(1)), out.raw(), out.dtype() == DType::kF32, stream_);
+  }
+  void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
+                              Tensor& out) override {
+    if (!fusable(x, "rms_norm_linear_swiglu")) return;
+    cuda::gemv_rms_norm_swiglu(bf16(x), to_int(x.size(0)), x.stride(0), norm_weight.data<float>(), eps, bf16(w),
+                               to_int(out.size(1)), to_int(x.size(1)), bf16_mut(out), stream_);
+  }
+  void linear_add(const Tensor& x, const Tensor& w, Tensor& residual) override {
+    if (!fusable(residual, "linear_add") || !fusable_input(x, "linear_add")) return;
+    cuda::gemv_add(bf16(x), to_int(x.size(0)), x.stride(0), bf16(w), to_int(w.size(0)), to_int(x.size(1)),
+                   bf16_mut(residual), stream_);
   }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
@@ -285,6 +309,25 @@ class CudaBackend final : public Backend {
   }
 
   // out[M, N] = x[M, K] * w[N, K]^T in column-major terms: out^T (N x M) = W (N x K, i.e. K x N transposed) * x^T.
+  // Whether the residual stream (or a normalised input) x suits the fused GEMVs, and whether another input x does;
+  // each records an error naming `op` when not.
+  bool fusable(const Tensor& x, const char* op) {
+    if (cuda::gemv_fusion_supported(to_int(x.size(0)), to_int(x.size(1))) && x.stride(0) == x.size(1)) {
+      return fusable_input(x, op);
+    }
+    record(Status(StatusCode::kUnsupported, fmt::format("{} takes 1 to 4 packed rows of a width divisible by 8 "
+                                                        "(at most 16384 values), not {} x {}; ask fuses_norms first",
+                                                        op, x.size(0), x.size(1))));
+    return false;
+  }
+  bool fusable_input(const Tensor& x, const char* op) {
+    if (cuda::gemv_supported(to_int(x.size(0)), to_int(x.size(1)), x.stride(0))) return true;
+    record(Status(StatusCode::kUnsupported, fmt::format("{} takes rows of a width and stride divisible by 8, not "
+                                                        "{} x {} (stride {}); ask fuses_norms first",
+                                                        op, x.size(0), x.size(1), x.stride(0))));
+    return false;
+  }
+
   Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
     if (m == 0) return Status::ok();
