@@ -142,77 +142,6 @@ TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[
   }
 }
 
-TEST_CASE("CUDA projections fused with the norm or the residual add give the unfused bits", "[cuda]") {
-  REQUIRE_GPU(b);
-  std::mt19937 rng(12);
-  // Widths: a single 16-byte vector per thread (1024), several (4104 > 256 * 8), and one that leaves threads idle.
-  for (auto [m, k, n] : {std::tuple{1, 1024, 300}, {2, 4104, 77}, {3, 200, 1000}, {4, 2048, 513}}) {
-    INFO("m=" << m << " k=" << k << " n=" << n);
-    const int64_t widths[] = {k};
-    REQUIRE(b.gpu->fuses_norms(m, widths));
-    REQUIRE(b.cpu->fuses_norms(m, widths));
-    const auto x = random_vec(static_cast<size_t>(m * k), rng, 3.0f);
-    const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);
-    std::vector<float> nw = random_vec(static_cast<size_t>(k), rng);
-    for (auto& v : nw) v = 1.0f + 0.2f * v;
-    Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gnw = gpu_tensor(*b.gpu, nw, {k}, DType::kF32);
-    Tensor gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
-    Tensor gw2 = gpu_tensor(*b.gpu, w, {2 * n, k}, DType::kBF16);
-    Tensor gnormed = Tensor::empty({m, k}, DType::kBF16, b.gpu->allocator()).value();
-    b.gpu->rms_norm(gx, gnw, 1e-6f, gnormed);
-
-    for (DType out_dtype : {DType::kBF16, DType::kF32}) {  // f32: the LM head's logits
-      Tensor fused = Tensor::empty({m, n}, out_dtype, b.gpu->allocator()).value();
-      Tensor unfused = Tensor::empty({m, n}, out_dtype, b.gpu->allocator()).value();
-      b.gpu->rms_norm_linear(gx, gnw, 1e-6f, gw, fused);
-      b.gpu->linear(gnormed, gw, unfused);
-      REQUIRE(b.gpu->take_error().is_ok());
-      CHECK(read_back(*b.gpu, fused) == read_back(*b.gpu, unfused));
-    }
-    Tensor fused_mlp = Tensor::empty({m, n}, DType::kBF16, b.gpu->allocator()).value();
-    Tensor unfused_mlp = Tensor::empty({m, n}, DType::kBF16, b.gpu->allocator()).value();
-    Tensor scratch = Tensor::empty({m, 2 * n}, DType::kBF16, b.gpu->allocator()).value();
-    b.gpu->rms_norm_linear_swiglu(gx, gnw, 1e-6f, gw2, fused_mlp);
-    b.gpu->linear_swiglu(gnormed, gw2, scratch, unfused_mlp);
-    REQUIRE(b.gpu->take_error().is_ok());
-    const auto fused_mlp_values = read_back(*b.gpu, fused_mlp);
-    CHECK(fused_mlp_values == read_back(*b.gpu, unfused_mlp));
-    // And the CPU's fused form (f32 throughout) agrees to bf16 rounding.
-    Tensor cx = cpu_tensor(x, {m, k}), cnw = cpu_tensor(nw, {k}), cw2 = cpu_tensor(w, {2 * n, k});
-    Tensor cmlp = Tensor::empty({m, n}, DType::kF32, default_cpu_allocator()).value();
-    b.cpu->rms_norm_linear_swiglu(cx, cnw, 1e-6f, cw2, cmlp);
-    CHECK(violation(fused_mlp_values, {cmlp.data<float>(), cmlp.data<float>() + cmlp.numel()}, 3e-2, 3e-2) <= 1.0);
-
-    // The residual add: x [m, k] projected to k columns and added into a residual [m, k] (the add_rms_norm
-    // kernel's residual, bit for bit).
-    const auto r0 = random_vec(static_cast<size_t>(m * k), rng);
-    const auto wsq = random_vec(static_cast<size_t>(k * k), rng, 0.05f);
-    Tensor gwsq = gpu_tensor(*b.gpu, wsq, {k, k}, DType::kBF16);
-    Tensor res_fused = gpu_tensor(*b.gpu, r0, {m, k}, DType::kBF16);
-    Tensor res_unfused = gpu_tensor(*b.gpu, r0, {m, k}, DType::kBF16);
-    Tensor proj = Tensor::empty({m, k}, DType::kBF16, b.gpu->allocator()).value();
-    b.gpu->linear_add(gx, gwsq, res_fused);
-    b.gpu->linear(gx, gwsq, proj);
-    b.gpu->add_rms_norm(res_unfused, proj, gnw, 1e-6f, gnormed);
-    REQUIRE(b.gpu->take_error().is_ok());
-    const auto added = read_back(*b.gpu, res_fused);
-    CHECK(added == read_back(*b.gpu, res_unfused));
-    CHECK(added != r0);
-  }
-  // Shapes outside the fused forms are refused with an error that names the call, not computed wrongly.
-  const int64_t wide[] = {8192};
-  CHECK_FALSE(b.gpu->fuses_norms(5, wide));
-  CHECK_FALSE(b.gpu->fuses_norms(4, wide));
-  Tensor big = Tensor::empty({5, 64}, DType::kBF16, b.gpu->allocator()).value();
-  Tensor nw = Tensor::empty({64}, DType::kF32, b.gpu->allocator()).value();
-  Tensor w = Tensor::empty({16, 64}, DType::kBF16, b.gpu->allocator()).value();
-  Tensor out = Tensor::empty({5, 16}, DType::kBF16, b.gpu->allocator()).value();
-  b.gpu->rms_norm_linear(big, nw, 1e-6f, w, out);
-  const Status error = b.gpu->take_error();
-  CHECK(error.code() == StatusCode::kUnsupported);
-  CHECK(error.message().find("rms_norm_linear") != std::string::npos);
-}
-
 TEST_CASE("CUDA q/k norm, RoPE and cache write of the fused projection match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(12);
@@ -542,6 +471,39 @@ TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[
                     << ", top_p " << r.top_p << ", min_p " << r.min_p << ", penalties " << r.penalty_count);
     const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
     CHECK(ids[i] == cpu::sample_row(row, r, scratch));
+  }
+}
+
+TEST_CASE("CUDA greedy selection splits rows across blocks and still takes the lowest id among ties", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(4);
+  // Vocabularies: Qwen3's (a multiple of 4: 16-byte loads) and an odd one (rows not 16-byte aligned); batches of 1
+  // (32 blocks per row), 3, and 300 rows (one block each).
+  for (const int vocab : {151936, 5003}) {
+    for (const int rows : {1, 3, 300}) {
+      INFO("vocab " << vocab << ", " << rows << " rows");
+      auto logits = random_vec(static_cast<size_t>(rows) * vocab, rng, 2.0f);
+      for (int r = 0; r < rows; ++r) {
+        float* row = logits.data() + static_cast<size_t>(r) * vocab;
+        // The maximum appears three times, in different blocks' slices (and in one slice twice): the lowest id wins.
+        const int first = static_cast<int>(rng() % static_cast<unsigned>(vocab / 2));
+        for (int id : {vocab - 1 - first / 3, first, first + 1, vocab / 2 + first / 2}) row[id] = 100.0f;
+      }
+      Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+      std::vector<SampleRequest> reqs(static_cast<size_t>(rows));
+      for (int r = 0; r < rows; ++r) reqs[static_cast<size_t>(rows - 1 - r)].row = r;  // rows in reverse order
+      Tensor device_ids = Tensor::empty({rows}, DType::kI32, b.gpu->allocator()).value();
+      auto host = b.gpu->allocate_host(static_cast<size_t>(rows) * sizeof(int32_t)).value();
+      std::vector<int32_t> scratch;
+      for (int launch = 0; launch < 3; ++launch) {  // the arrival counters are ready again after each launch
+        REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+        REQUIRE(b.gpu->wait_samples().is_ok());
+        for (size_t i = 0; i < reqs.size(); ++i) {
+          const std::span<const float> row(logits.data() + static_cast<size_t>(reqs[i].row) * vocab, vocab);
+          REQUIRE(static_cast<const int32_t*>(host.get())[i] == cpu::sample_row(row, reqs[i], scratch));
+        }
+      }
+    }
   }
 }
 

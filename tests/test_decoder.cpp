@@ -138,39 +138,6 @@ TEST_CASE("a ragged batch gives each sequence the logits it gets alone") {
   CHECK(max_abs_diff({out.begin() + 2 * v, out.end()}, ra) < 2e-4);
 }
 
-TEST_CASE("decode batches small enough to fuse the norms give the logits of larger ones") {
-  // Up to four rows the decoder runs the residual add and the RMSNorm inside the projections (fuses_norms); five
-  // rows take add_rms_norm between them. The same decode tokens must give the same logits either way.
-  const bool qwen = GENERATE(false, true);
-  Fixture f(qwen);
-  const int64_t widths[] = {f.config.hidden_size};
-  REQUIRE(f.backend->fuses_norms(4, widths));
-  REQUIRE_FALSE(f.backend->fuses_norms(5, widths));
-  std::mt19937 rng(qwen ? 5 : 6);
-  std::vector<std::vector<int32_t>> prompts, tables;
-  ForwardBatch prefill;
-  for (int s = 0; s < 5; ++s) {
-    prompts.push_back(random_tokens(6 + static_cast<size_t>(s), rng));
-    tables.push_back({4 * s, 4 * s + 1, 4 * s + 2});
-    prefill.add_sequence(prompts.back(), 0, tables.back(), 4, ForwardBatch::Logits::kNone);
-  }
-  REQUIRE(f.decoder->forward(prefill, *f.cache).is_ok());
-  const auto next = random_tokens(5, rng);
-  const auto decode = [&](int first, int count) {
-    ForwardBatch b;
-    for (int s = first; s < first + count; ++s) {
-      b.add_sequence(std::span(next).subspan(static_cast<size_t>(s), 1), static_cast<int32_t>(prompts[s].size()),
-                     tables[s], 4, ForwardBatch::Logits::kLast);
-    }
-    return f.run(b);
-  };
-  const auto all_five = decode(0, 5);  // unfused; rewrites the same KV slots as the fused steps below
-  auto fused = decode(0, 4);
-  const auto last = decode(4, 1);
-  fused.insert(fused.end(), last.begin(), last.end());
-  CHECK(max_abs_diff(fused, all_five) < 1e-5);
-}
-
 TEST_CASE("malformed batches are rejected with an error, not run") {
   Fixture f(true, 8, 4);
   const std::vector<int32_t> blocks = {0, 1};

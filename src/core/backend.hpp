@@ -119,23 +119,6 @@ class Backend {
   /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
   /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
   virtual void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) = 0;
-  /// Whether the decoder should fuse each sub-layer boundary for a batch of `rows` activation rows: the RMSNorm into
-  /// the projection after it (rms_norm_linear, rms_norm_linear_swiglu) and the residual add into the projection
-  /// before it (linear_add), instead of add_rms_norm between them. `widths` lists the row width of every input those
-  /// calls take, the residual stream's (hidden size) first. True for some rows implies true for fewer. Worth it
-  /// where every operation costs a kernel launch (small decode batches on a GPU): two operations fewer per layer.
-  virtual bool fuses_norms(int64_t rows, std::span<const int64_t> widths) const = 0;
-  /// out = linear(rms_norm(x) * norm_weight, w) without writing the normalised rows; the values of rms_norm followed
-  /// by linear. x [M, K]; norm_weight f32 [K]; w [N, K]; out [M, N]. For shapes fuses_norms accepts.
-  virtual void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                               Tensor& out) = 0;
-  /// linear_swiglu of rms_norm(x) * norm_weight: out [M, I] for the stacked w [2 * I, K]. For shapes fuses_norms
-  /// accepts.
-  virtual void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                                      Tensor& out) = 0;
-  /// residual += linear(x, w), the product rounded to the activation dtype first: the residual add_rms_norm would
-  /// leave after linear. x [M, K]; w [N, K]; residual [M, N]. For shapes fuses_norms accepts.
-  virtual void linear_add(const Tensor& x, const Tensor& w, Tensor& residual) = 0;
   /// out[i, :] = x[indices[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
   /// out[r, col_offset + c] = src[r, c] for the columns c that fit in out.  src, out f32 [rows, *].

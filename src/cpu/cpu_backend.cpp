@@ -73,37 +73,6 @@ class CpuBackend final : public Backend {
     }
   }
 
-  // The CPU gains nothing from fusing (its operations cost no launches); it takes small batches as the GPU does so
-  // that the decoder's fused path runs, and is tested, everywhere. The arithmetic is the unfused path's.
-  bool fuses_norms(int64_t rows, std::span<const int64_t>) const override { return rows <= kFusedRows; }
-
-  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, Tensor& out) override {
-    const std::vector<float> normed = rms_norm_rows(x, norm_weight, eps);
-    cpu::matmul(normed.data(), x.size(0), x.size(1), x.size(1), w.raw(), w.dtype(), w.size(0), out.data<float>());
-  }
-
-  void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                              Tensor& out) override {
-    const std::vector<float> normed = rms_norm_rows(x, norm_weight, eps);
-    const int64_t m = x.size(0), inter = out.size(1);
-    std::vector<float> gate_up(static_cast<size_t>(m * 2 * inter));
-    cpu::matmul(normed.data(), m, x.size(1), x.size(1), w.raw(), w.dtype(), w.size(0), gate_up.data());
-    for (int64_t r = 0; r < m; ++r) {
-      const float* row = gate_up.data() + r * 2 * inter;
-      cpu::silu_mul(row, row + inter, inter, out.data<float>() + r * out.stride(0));
-    }
-  }
-
-  void linear_add(const Tensor& x, const Tensor& w, Tensor& residual) override {
-    const int64_t m = x.size(0), n = w.size(0);
-    std::vector<float> product(static_cast<size_t>(m * n));
-    cpu::matmul(x.data<float>(), m, x.size(1), x.stride(0), w.raw(), w.dtype(), n, product.data());
-    for (int64_t r = 0; r < m; ++r) {
-      float* row = residual.data<float>() + r * residual.stride(0);
-      for (int64_t j = 0; j < n; ++j) row[j] += product[static_cast<size_t>(r * n + j)];
-    }
-  }
-
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cpu::gather_rows(x.data<float>(), indices.data<int32_t>(), indices.numel(), x.size(-1), out.data<float>());
   }
@@ -174,18 +143,6 @@ class CpuBackend final : public Backend {
   Status wait_samples() override { return Status::ok(); }  // sample() ran to completion
 
  private:
-  static constexpr int64_t kFusedRows = 4;
-
-  // rms_norm of x's rows into a fresh packed buffer.
-  static std::vector<float> rms_norm_rows(const Tensor& x, const Tensor& weight, float eps) {
-    const int64_t m = x.size(0), k = x.size(1);
-    std::vector<float> rows(static_cast<size_t>(m * k));
-    for (int64_t r = 0; r < m; ++r) {
-      cpu::rms_norm(x.data<float>() + r * x.stride(0), weight.data<float>(), 1, k, eps, rows.data() + r * k);
-    }
-    return rows;
-  }
-
   Allocator& allocator_;
   std::vector<int32_t> sample_ids_;  // sampling scratch
 };

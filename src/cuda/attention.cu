@@ -56,17 +56,27 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
 // dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
-template <int kVec, int kHeadDim, int G, bool kLaneKeys = (kHeadDim == 64 || kHeadDim == 128) && G <= 4>
+// kPreload (head dims 64 and 128): a split of at most kMinSplitKeys keys copies its keys and values into shared
+// memory first — the cached ones before the PDL wait (no kernel of this step writes them), this step's after it —
+// so that only one round of loads (q and the newest keys) follows the wait.
+template <int kVec, int kHeadDim, int G, bool kPreload>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
-                     float* part_out, float* part_ml, unsigned* arrivals) {
+                     float* part_out, float* part_ml, unsigned* arrivals, int keep_empty) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
   __shared__ float scratch[kThreads / 32][G];
-  __shared__ float partial[G][kThreads * (kVec == 8 ? 8 : 1)];
+  // The groups' partial outputs at the end, and before them (kPreload) the split's keys and values: one pool.
+  constexpr int kPartialFloats = G * kThreads * (kVec == 8 ? 8 : 1);
+  constexpr int kPreloadElems = kPreload ? kMinSplitKeys * kHeadDim : 0;  // per K and V, bf16
+  constexpr int kPoolBytes = kPartialFloats * 4 > 4 * kPreloadElems ? kPartialFloats * 4 : 4 * kPreloadElems;
+  __shared__ __align__(16) unsigned char pool[kPoolBytes];
+  auto partial = reinterpret_cast<float(*)[kThreads * (kVec == 8 ? 8 : 1)]>(pool);
+  uint16_t* const pre_k = reinterpret_cast<uint16_t*>(pool);
+  uint16_t* const pre_v = pre_k + kPreloadElems;
   __shared__ int seq_shared;
   const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
   if (tid == 0) {  // the sequence of this token: the last s with query_start[s] <= t
@@ -90,12 +100,9 @@ __global__ void __launch_bounds__(kThreads)
   // split kMinSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
   // counts the live splits), and a single live split writes the output itself.
   const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
-  if (split >= live) return;
-  const bool direct = live == 1;
-  pdl_begin();
-  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
-  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
-  __syncthreads();
+  if (split >= live && !keep_empty) return;
+  const bool direct = keep_empty ? splits == 1 : live == 1;
+  const int arriving = keep_empty ? splits : live;
   const int per_split = (ctx + live - 1) / live;
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
@@ -104,6 +111,30 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t block_stride = 2 * kv_heads * head_stride;
   const uint16_t* k_base = cache + kvh * head_stride;
   const uint16_t* v_base = cache + (kv_heads + kvh) * head_stride;
+  const auto key_offset = [=](int key) {
+    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+  };
+  // Keys before `cached_end` were written by earlier steps; this step's tokens write the rest.
+  const int cached_end = seq_lens[s] - (query_start[s + 1] - query_start[s]);
+  const bool preload = kPreload && key_end - key_begin <= kMinSplitKeys;
+  const auto copy_keys = [=](bool cached) {
+    const int vecs = (key_end - key_begin) * (hd / 8);
+    for (int i = tid; i < vecs; i += kThreads) {
+      const int key = key_begin + i / (hd / 8), c = i % (hd / 8) * 8;
+      if ((key < cached_end) != cached) continue;
+      const int64_t at = key_offset(key) + c;
+      cp_async16(pre_k + i * 8, k_base + at);
+      cp_async16(pre_v + i * 8, v_base + at);
+    }
+    cp_async_commit();
+  };
+  if (preload) copy_keys(true);
+  pdl_begin();
+  if (preload) copy_keys(false);
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
+  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
+  if (preload) cp_async_wait<0>();
+  __syncthreads();
 
   const int lanes = hd / kVec;          // threads covering one key's V row
   const int groups = kThreads / lanes;  // keys accumulated at once
@@ -123,43 +154,9 @@ __global__ void __launch_bounds__(kThreads)
     float tile_max[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
-    if constexpr (kLaneKeys) {
-      // A group of `lanes` threads (a power of two within a warp) scores each key: every thread one 16-byte slice of
-      // it against its q slices in registers, then a butterfly sum over the group, so that a tile's keys are in
-      // flight at once instead of one key's dims after another.
-      float qr[G][8];
-#pragma unroll
-      for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) qr[g][e] = qs[g][lane * 8 + e];
-      constexpr int kUnroll = G >= 4 ? 4 : 8;  // keys in flight per thread, within the registers
-#pragma unroll kUnroll
-      for (int base = 0; base < n; base += groups) {  // the same trip count in every group (shuffles below)
-        const int j = base + group;
-        const int key = start + min(j, n - 1);
-        const uint4 raw = *reinterpret_cast<const uint4*>(
-            k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd + lane * 8);
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-        float dot[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          dot[g] = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            dot[g] += qr[g][2 * e] * __uint_as_float(w[e] << 16) + qr[g][2 * e + 1] * __uint_as_float(w[e] & 0xffff0000u);
-#pragma unroll
-          for (int o = kHeadDim / 16; o > 0; o >>= 1) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
-          if (j < n) {
-            tile_max[g] = fmaxf(tile_max[g], dot[g]);
-            if (lane == 0) scores[g][j] = dot[g];
-          }
-        }
-      }
-    }
-    for (int j = kLaneKeys ? n : tid; j < n; j += kThreads) {
+    for (int j = tid; j < n; j += kThreads) {
       const int key = start + j;
-      const uint16_t* kp =
-          k_base + blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+      const uint16_t* kp = preload ? pre_k + (key - key_begin) * hd : k_base + key_offset(key);
       float dot[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) dot[g] = 0.0f;
@@ -218,8 +215,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
       for (int j = group; j < n; j += groups) {  // unrolled: several V rows in flight per thread
         const int key = start + j;
-        const uint16_t* vp = v_base + blocks[key / block_size] * block_stride +
-                             static_cast<int64_t>(key % block_size) * hd + lane * kVec;
+        const uint16_t* vp = (preload ? pre_v + (key - key_begin) * hd : v_base + key_offset(key)) + lane * kVec;
         if constexpr (kVec == 8) {
           const uint4 raw = *reinterpret_cast<const uint4*>(vp);
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -278,7 +274,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (tid == 0) {
     unsigned* count = arrivals + blockIdx.x * gridDim.y + blockIdx.y;
-    last = atomicAdd(count, 1u) == static_cast<unsigned>(live - 1);
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(arriving - 1);
     if (last) *count = 0;  // ready for the next launch
   }
   __syncthreads();
@@ -342,39 +338,43 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  static const bool ab_old = std::getenv("PHOTON_AB_OLD_ATTN") != nullptr;
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G)                                                                         \
-  if (ab_old)                                                                                                       \
-    launch(attention_kernel<VEC, HD, G, false>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-           block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,     \
-           part_ml, arrivals);                                                                                      \
-  else                                                                                                              \
-    launch(attention_kernel<VEC, HD, G>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr,       \
-           block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,    \
-           part_ml, arrivals)
-#define PHOTON_ATTENTION_GROUPS(HD)      \
-  switch (group) {                       \
-    case 8:                              \
-      PHOTON_ATTENTION_LAUNCH(8, HD, 8); \
-      break;                             \
-    case 4:                              \
-      PHOTON_ATTENTION_LAUNCH(8, HD, 4); \
-      break;                             \
-    case 2:                              \
-      PHOTON_ATTENTION_LAUNCH(8, HD, 2); \
-      break;                             \
-    default:                             \
-      PHOTON_ATTENTION_LAUNCH(8, HD, 1); \
+  static const int keep_empty = std::getenv("PHOTON_AB_KEEP_EMPTY_SPLITS") != nullptr;
+  static const bool no_preload = std::getenv("PHOTON_AB_NO_KV_PRELOAD") != nullptr;
+  const bool preload = splits > 1 && !no_preload;  // splits of few keys exist only then
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                \
+  launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
+         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,    \
+         part_ml, arrivals, keep_empty)
+#define PHOTON_ATTENTION_PRELOAD(HD, G)        \
+  if (preload) {                               \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, true);   \
+  } else {                                     \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, false);  \
+  }
+#define PHOTON_ATTENTION_GROUPS(HD)     \
+  switch (group) {                      \
+    case 8:                             \
+      PHOTON_ATTENTION_PRELOAD(HD, 8);  \
+      break;                            \
+    case 4:                             \
+      PHOTON_ATTENTION_PRELOAD(HD, 4);  \
+      break;                            \
+    case 2:                             \
+      PHOTON_ATTENTION_PRELOAD(HD, 2);  \
+      break;                            \
+    default:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 1);  \
   }
   if (head_dim == 64) {
     PHOTON_ATTENTION_GROUPS(64);
   } else if (head_dim == 128) {
     PHOTON_ATTENTION_GROUPS(128);
   } else if (head_dim % 8 == 0) {
-    PHOTON_ATTENTION_LAUNCH(8, 0, 1);
+    PHOTON_ATTENTION_LAUNCH(8, 0, 1, false);
   } else {
-    PHOTON_ATTENTION_LAUNCH(1, 0, 1);
+    PHOTON_ATTENTION_LAUNCH(1, 0, 1, false);
   }
+#undef PHOTON_ATTENTION_PRELOAD
 #undef PHOTON_ATTENTION_GROUPS
 #undef PHOTON_ATTENTION_LAUNCH
 }

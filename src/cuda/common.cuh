@@ -1,4 +1,4 @@
-// Device helpers shared by the kernels: bf16 conversion and block-wide reductions.
+// Device helpers shared by the kernels: bf16 conversion, block-wide reductions and asynchronous copies.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,6 +42,18 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   __syncthreads();
   v = lane < warps ? scratch[lane] : -INFINITY;
   return warp_max(v);
+}
+
+// Asynchronous 16-byte copies from global to shared memory (sm_80+): zero-filled when !valid. Commit groups them;
+// wait<N> returns when at most N groups are still in flight.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid = true) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 }  // namespace photon::cuda

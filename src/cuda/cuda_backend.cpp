@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <span>
 #include <tuple>
 #include <vector>
 
@@ -25,6 +24,7 @@ static_assert(sizeof(PenaltyToken) == sizeof(cuda::PenaltyTokenArgs), "PenaltyTo
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Split-KV partials for head dimensions up to 256.
 const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * sizeof(float);
+const size_t kSampleWorkspaceBytes = cuda::sample_workspace_bytes();
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
+    allocator_.deallocate(sample_workspace_, kSampleWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
@@ -71,6 +72,8 @@ class CudaBackend final : public Backend {
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
+    PHOTON_ASSIGN_OR_RETURN(sample_workspace_, allocator_.allocate(kSampleWorkspaceBytes));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sample_workspace_, 0, kSampleWorkspaceBytes, stream_));
     return Status::ok();
   }
 
@@ -139,29 +142,6 @@ class CudaBackend final : public Backend {
     }
     record(gemm(x, w, scratch));
     cuda::swiglu(bf16(scratch), m, to_int(inter), bf16_mut(out), stream_);
-  }
-  // Small decode batches: the norm and the residual add run inside the GEMVs (two kernels fewer per layer).
-  bool fuses_norms(int64_t rows, std::span<const int64_t> widths) const override {
-    if (widths.empty() || !cuda::gemv_fusion_supported(to_int(rows), to_int(widths.front()))) return false;
-    return std::all_of(widths.begin(), widths.end(), [&](int64_t w) {
-      return cuda::gemv_supported(to_int(rows), to_int(w), w);
-    });
-  }
-  void rms_norm_linear(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w, Tensor& out) override {
-    if (!fusable(x, "rms_norm_linear")) return;
-    cuda::gemv_rms_norm(bf16(x), to_int(x.size(0)), x.stride(0), norm_weight.data<float>(), eps, bf16(w),
-                        to_int(w.size(0)), to_int(x.size(1)), out.raw(), out.dtype() == DType::kF32, stream_);
-  }
-  void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps, const Tensor& w,
-                              Tensor& out) override {
-    if (!fusable(x, "rms_norm_linear_swiglu")) return;
-    cuda::gemv_rms_norm_swiglu(bf16(x), to_int(x.size(0)), x.stride(0), norm_weight.data<float>(), eps, bf16(w),
-                               to_int(out.size(1)), to_int(x.size(1)), bf16_mut(out), stream_);
-  }
-  void linear_add(const Tensor& x, const Tensor& w, Tensor& residual) override {
-    if (!fusable(residual, "linear_add") || !fusable_input(x, "linear_add")) return;
-    cuda::gemv_add(bf16(x), to_int(x.size(0)), x.stride(0), bf16(w), to_int(w.size(0)), to_int(x.size(1)),
-                   bf16_mut(residual), stream_);
   }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
@@ -265,7 +245,7 @@ class CudaBackend final : public Backend {
                             static_cast<int>(n), static_cast<const cuda::PenaltyTokenArgs*>(tokens), stream_);
     }
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
-                      static_cast<int>(n), ids.data<int32_t>(), stream_);
+                      static_cast<int>(n), ids.data<int32_t>(), sample_workspace_, stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(samples_ready_, stream_));
@@ -309,25 +289,6 @@ class CudaBackend final : public Backend {
   }
 
   // out[M, N] = x[M, K] * w[N, K]^T in column-major terms: out^T (N x M) = W (N x K, i.e. K x N transposed) * x^T.
-  // Whether the residual stream (or a normalised input) x suits the fused GEMVs, and whether another input x does;
-  // each records an error naming `op` when not.
-  bool fusable(const Tensor& x, const char* op) {
-    if (cuda::gemv_fusion_supported(to_int(x.size(0)), to_int(x.size(1))) && x.stride(0) == x.size(1)) {
-      return fusable_input(x, op);
-    }
-    record(Status(StatusCode::kUnsupported, fmt::format("{} takes 1 to 4 packed rows of a width divisible by 8 "
-                                                        "(at most 16384 values), not {} x {}; ask fuses_norms first",
-                                                        op, x.size(0), x.size(1))));
-    return false;
-  }
-  bool fusable_input(const Tensor& x, const char* op) {
-    if (cuda::gemv_supported(to_int(x.size(0)), to_int(x.size(1)), x.stride(0))) return true;
-    record(Status(StatusCode::kUnsupported, fmt::format("{} takes rows of a width and stride divisible by 8, not "
-                                                        "{} x {} (stride {}); ask fuses_norms first",
-                                                        op, x.size(0), x.size(1), x.stride(0))));
-    return false;
-  }
-
   Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
     if (m == 0) return Status::ok();
@@ -379,6 +340,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
+  void* sample_workspace_ = nullptr;  // sample_rows' arrival counters and per-slice bests
   std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens

@@ -49,19 +49,6 @@ void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k
 /// out bf16 [M, inter]. Same shapes as gemv.
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s);
-/// Whether the fused gemv forms below take m rows of k (1 to 4 rows, k a multiple of 8, m * k <= 16384).
-bool gemv_fusion_supported(int m, int k);
-/// gemv of rms_norm(x) * norm_w (norm_w f32 [k]) without writing the normalised rows: the same bits as rms_norm
-/// followed by gemv. Shapes as gemv_fusion_supported.
-void gemv_rms_norm(const uint16_t* x, int m, int64_t ldx, const float* norm_w, float eps, const uint16_t* w, int n,
-                   int k, void* out, bool out_f32, cudaStream_t s);
-/// gemv_swiglu of rms_norm(x) * norm_w; the same bits as rms_norm followed by gemv_swiglu.
-void gemv_rms_norm_swiglu(const uint16_t* x, int m, int64_t ldx, const float* norm_w, float eps, const uint16_t* w,
-                          int inter, int k, uint16_t* out, cudaStream_t s);
-/// residual[m, n] = bf16(residual[m, n] + bf16(x[m] . w[n])) in place (residual bf16 [M, N], rows N apart): the
-/// residual stream of add_rms_norm, bit for bit. Shapes as gemv_fusion_supported.
-void gemv_add(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, uint16_t* residual,
-              cudaStream_t s);
 
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);
@@ -97,7 +84,11 @@ struct PenaltyTokenArgs {
   int32_t token;
   int32_t output_count;
 };
-void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
+/// Device bytes sample_rows needs as its workspace: zeroed once before first use, then used by nothing else (it
+/// keeps arrival counters from launch to launch).
+size_t sample_workspace_bytes();
+void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, void* workspace,
+                 cudaStream_t s);
 /// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
 /// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
 /// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.

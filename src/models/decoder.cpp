@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -373,49 +372,33 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   backend_.embed(ids, sampled_, weights_.embed, shard_.vocab_begin, residual);
   if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
-  // Each sub-layer's boundary: residual += proj, hidden = rms_norm(residual) * weight. Small batches on a backend
-  // that fuses it run the add inside the projection before and the norm inside the projection after (hidden is
-  // never written); otherwise one add_rms_norm between them, under tensor parallelism after summing proj over the
+  // residual += proj, hidden = rms_norm(residual) * weight; under tensor parallelism proj is first summed over the
   // ranks (row-parallel projections leave each rank a partial sum over its heads or features).
-  const int64_t widths[] = {c.hidden_size, q.size(1), mlp.size(1)};
-  const bool fused = !comm_ && backend_.fuses_norms(t, widths) && std::getenv("PHOTON_AB_NO_FUSE") == nullptr;
-  const auto project = [&](const Tensor& x, const Tensor& weight, const Tensor& next_norm) {
-    if (fused) return backend_.linear_add(x, weight, residual);
-    backend_.linear(x, weight, proj);
+  const auto add_norm = [&](const Tensor& weight) {
     if (comm_) {
-      comm_->all_reduce_add_rms_norm(backend_, proj, residual, next_norm, eps, hidden);
+      comm_->all_reduce_add_rms_norm(backend_, proj, residual, weight, eps, hidden);
     } else {
-      backend_.add_rms_norm(residual, proj, next_norm, eps, hidden);
+      backend_.add_rms_norm(residual, proj, weight, eps, hidden);
     }
   };
-  if (!fused) backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
+  backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const auto l = static_cast<size_t>(li);
     const LayerWeights& w = weights_.layers[l];
-    if (fused) {
-      backend_.rms_norm_linear(residual, w.input_norm, eps, w.qkv_proj, qkv);
-    } else {
-      backend_.linear(hidden, w.qkv_proj, qkv);
-    }
+    backend_.linear(hidden, w.qkv_proj, qkv);
     backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
                                   q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
-    project(attn, w.o_proj, w.post_norm);
-    if (fused) {
-      backend_.rms_norm_linear_swiglu(residual, w.post_norm, eps, w.gate_up_proj, mlp);
-    } else {
-      backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
-    }
-    project(mlp, w.down_proj, l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
+    backend_.linear(attn, w.o_proj, proj);
+    add_norm(w.post_norm);
+    backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
+    backend_.linear(mlp, w.down_proj, proj);
+    add_norm(l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
   }
   if (n_logits > 0) {
     Tensor logits = logits_.slice_rows(0, n_logits);
     Tensor last = last_hidden_.slice_rows(0, n_logits);
-    backend_.gather_rows(fused ? residual : hidden, logits_indices_.slice_rows(0, n_logits), last);
-    if (fused) {
-      backend_.rms_norm_linear(last, weights_.final_norm, eps, weights_.lm_head, logits);
-      return;
-    }
+    backend_.gather_rows(hidden, logits_indices_.slice_rows(0, n_logits), last);
     if (!comm_) {
       backend_.linear(last, weights_.lm_head, logits);
       return;
