@@ -474,18 +474,17 @@ TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[
   }
 }
 
-TEST_CASE("CUDA greedy selection splits rows across blocks and still takes the lowest id among ties", "[cuda]") {
+TEST_CASE("CUDA greedy selection takes the lowest id among ties, over large vocabularies and many rows", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(4);
-  // Vocabularies: Qwen3's (a multiple of 4: 16-byte loads) and an odd one (rows not 16-byte aligned); batches of 1
-  // (32 blocks per row), 3, and 300 rows (one block each).
+  // Vocabularies: Qwen3's and an odd one; batches of 1, 3 and 300 rows.
   for (const int vocab : {151936, 5003}) {
     for (const int rows : {1, 3, 300}) {
       INFO("vocab " << vocab << ", " << rows << " rows");
       auto logits = random_vec(static_cast<size_t>(rows) * vocab, rng, 2.0f);
       for (int r = 0; r < rows; ++r) {
         float* row = logits.data() + static_cast<size_t>(r) * vocab;
-        // The maximum appears three times, in different blocks' slices (and in one slice twice): the lowest id wins.
+        // The maximum appears four times, far apart and side by side: the lowest id wins.
         const int first = static_cast<int>(rng() % static_cast<unsigned>(vocab / 2));
         for (int id : {vocab - 1 - first / 3, first, first + 1, vocab / 2 + first / 2}) row[id] = 100.0f;
       }
@@ -495,7 +494,7 @@ TEST_CASE("CUDA greedy selection splits rows across blocks and still takes the l
       Tensor device_ids = Tensor::empty({rows}, DType::kI32, b.gpu->allocator()).value();
       auto host = b.gpu->allocate_host(static_cast<size_t>(rows) * sizeof(int32_t)).value();
       std::vector<int32_t> scratch;
-      for (int launch = 0; launch < 3; ++launch) {  // the arrival counters are ready again after each launch
+      for (int launch = 0; launch < 2; ++launch) {
         REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
         REQUIRE(b.gpu->wait_samples().is_ok());
         for (size_t i = 0; i < reqs.size(); ++i) {

@@ -24,7 +24,6 @@ static_assert(sizeof(PenaltyToken) == sizeof(cuda::PenaltyTokenArgs), "PenaltyTo
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Split-KV partials for head dimensions up to 256.
 const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * sizeof(float);
-const size_t kSampleWorkspaceBytes = cuda::sample_workspace_bytes();
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
@@ -57,7 +56,6 @@ class CudaBackend final : public Backend {
     if (lt_) cublasLtDestroy(lt_);
     allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
-    allocator_.deallocate(sample_workspace_, kSampleWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
@@ -72,8 +70,6 @@ class CudaBackend final : public Backend {
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
-    PHOTON_ASSIGN_OR_RETURN(sample_workspace_, allocator_.allocate(kSampleWorkspaceBytes));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sample_workspace_, 0, kSampleWorkspaceBytes, stream_));
     return Status::ok();
   }
 
@@ -245,7 +241,7 @@ class CudaBackend final : public Backend {
                             static_cast<int>(n), static_cast<const cuda::PenaltyTokenArgs*>(tokens), stream_);
     }
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
-                      static_cast<int>(n), ids.data<int32_t>(), sample_workspace_, stream_);
+                      static_cast<int>(n), ids.data<int32_t>(), stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(samples_ready_, stream_));
@@ -340,7 +336,6 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
-  void* sample_workspace_ = nullptr;  // sample_rows' arrival counters and per-slice bests
   std::vector<cudaGraphExec_t> graphs_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens

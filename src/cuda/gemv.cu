@@ -11,6 +11,7 @@
 //   silu(gate) * up, so the gated MLP's first half is one kernel.
 // Weights are read with the streaming cache hint: they are used once per step and should not evict activations.
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
@@ -144,27 +145,46 @@ void launch_rows(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n
   launch(gemv_kernel<M, kRows, kSwiglu>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out, out_f32);
 }
 
-// Picks the rows per group for a shape: the most (deepest load pipelines) that still gives the grid at least
-// four blocks per SM, so that small matrices spread over the whole GPU.
+// Blocks of this instantiation the GPU holds at once (all SMs).
+template <int M, int kRows, bool kSwiglu>
+int resident_blocks() {
+  static const int blocks = [] {
+    int per_sm = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu>, kThreads, 0);
+    return std::max(per_sm, 1) * sm_count();
+  }();
+  return blocks;
+}
+
+// Picks the rows per group for a shape. A matrix that fits in one wave of resident blocks with some choice takes the
+// one with the most blocks that still does (spread over every SM; every block issues its first loads before the
+// PDL wait, which blocks of a second wave cannot). Larger matrices take the most rows (deepest load pipelines) that
+// still give the grid at least four blocks per SM.
 template <int M, bool kSwiglu, int... kChoices>
 void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
               cudaStream_t s) {
   int group_threads = 32;
   while (group_threads < kThreads && group_threads * 2 <= k / 8) group_threads *= 2;
   const int groups = kThreads / group_threads;
-  const int want_blocks = 4 * sm_count();
-  bool launched = false;
-  const auto try_rows = [&](auto rows_constant) {
-    constexpr int kRows = decltype(rows_constant)::value;
-    constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
-    if (launched) return;
-    const int blocks = (n + groups * kOut - 1) / (groups * kOut);
-    if (blocks >= want_blocks || kRows == std::min({kChoices...})) {
-      launch_rows<M, kRows, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s);
-      launched = true;
-    }
+  const auto blocks_for = [&](int rows) {
+    const int out_rows = kSwiglu ? rows / 2 : rows;
+    return (n + groups * out_rows - 1) / (groups * out_rows);
   };
-  (try_rows(std::integral_constant<int, kChoices>{}), ...);  // largest first
+  static const bool ab_old = std::getenv("PHOTON_AB_OLD_GEMV_PICK") != nullptr;
+  int pick = 0;
+  if (!ab_old) {
+    ((pick == 0 && blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
+  }
+  // kChoices run largest first, so the fold above found the largest single-wave choice; take the smallest instead.
+  if (pick != 0) {
+    ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
+  } else {
+    const int want_blocks = 4 * sm_count();
+    ((pick == 0 && (blocks_for(kChoices) >= want_blocks || kChoices == std::min({kChoices...})) ? pick = kChoices : 0),
+     ...);
+  }
+  ((pick == kChoices ? launch_rows<M, kChoices, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s) : void()),
+   ...);
 }
 
 template <bool kSwiglu>

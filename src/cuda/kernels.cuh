@@ -84,11 +84,7 @@ struct PenaltyTokenArgs {
   int32_t token;
   int32_t output_count;
 };
-/// Device bytes sample_rows needs as its workspace: zeroed once before first use, then used by nothing else (it
-/// keeps arrival counters from launch to launch).
-size_t sample_workspace_bytes();
-void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, void* workspace,
-                 cudaStream_t s);
+void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
 /// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
 /// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
 /// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.

@@ -7,9 +7,7 @@
 // scoring eight candidate thresholds at once (count of tokens for top-k, probability mass for top-p), then, when
 // the cut falls inside a run of equal logits, a search over ids among them. About a dozen passes over the row; the
 // row (at most a few hundred KB) stays in L2.
-#include <algorithm>
 #include <climits>
-#include <cstdlib>
 
 #include "core/random.hpp"
 #include "cuda/common.cuh"
@@ -21,9 +19,6 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPoints = 8;  // thresholds scored per pass
-constexpr int kMaxSlices = 32;      // blocks per greedy row
-constexpr int kMaxArgmaxRows = 256;  // rows that may take several (more rows fill the GPU one block each)
-constexpr int kTargetBlocks = 264;  // about two blocks per SM
 
 // Order-preserving map of floats to unsigned integers (larger float, larger key; -0 and +0 are one value).
 __device__ __forceinline__ uint32_t order_key(float f) {
@@ -170,119 +165,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Greedy rows are scanned by gridDim.y blocks at once, each a slice of the row with 16-byte loads: one block alone
-// over a vocabulary of 150k logits is a chain of ~70 dependent load rounds (~40 us), the whole step's sampling cost
-// at batch 1. Each block's best (value, id) goes to the workspace; the last block of the row to finish (counted
-// with an atomic) picks among them in slice order, so ties still go to the lowest id.
-struct Best {
-  float value;
-  int32_t id;
-};
-
-// Warp then block argmax of (best, best_id), ties to the lower id; thread 0 gets the result. Contains barriers.
-__device__ void block_argmax(float& best, int& best_id, float* values, int* ids) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
-    if (ov > best || (ov == best && oi < best_id)) {
-      best = ov;
-      best_id = oi;
-    }
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) {
-    values[warp] = best;
-    ids[warp] = best_id;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarps; ++w) {
-      if (values[w] > best || (values[w] == best && ids[w] < best_id)) {
-        best = values[w];
-        best_id = ids[w];
-      }
-    }
-  }
-}
-
-// This block's slice of a greedy row: returns (in thread 0) the row's argmax when the block is the row's last to
-// finish, else nothing (best_id = -1).
-__device__ void greedy_slice(const float* row, int vocab, int row_index, Best* partials, unsigned* arrivals,
-                             float& best, int& best_id, float* values, int* ids) {
-  const int slices = gridDim.y, slice = blockIdx.y;
-  const int per_slice = ((vocab + slices - 1) / slices + 3) & ~3;  // a multiple of 4: slices start 16-byte aligned
-  const int begin = min(vocab, slice * per_slice), end = min(vocab, begin + per_slice);
-  best = -INFINITY;
-  best_id = vocab;
-  const bool aligned = (reinterpret_cast<uintptr_t>(row) & 15) == 0;
-  const int vec_end = aligned ? begin + (end - begin) / 4 * 4 : begin;
-#pragma unroll 4
-  for (int i = begin + 4 * static_cast<int>(threadIdx.x); i < vec_end; i += 4 * kThreads) {
-    const float4 v = *reinterpret_cast<const float4*>(row + i);
-    const float vs[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (vs[e] > best) {  // ids increase within a thread, so ties keep the lower id
-        best = vs[e];
-        best_id = i + e;
-      }
-    }
-  }
-  for (int i = vec_end + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
-    if (row[i] > best) {
-      best = row[i];
-      best_id = i;
-    }
-  }
-  block_argmax(best, best_id, values, ids);
-  if (slices == 1) return;
-  __shared__ bool last;
-  if (threadIdx.x == 0) {
-    partials[row_index * slices + slice] = Best{best, best_id};
-    __threadfence();
-    last = atomicAdd(arrivals + row_index, 1u) == static_cast<unsigned>(slices - 1);
-    if (last) {
-      arrivals[row_index] = 0;  // ready for the next launch
-      __threadfence();
-      best = -INFINITY;
-      best_id = vocab;
-      for (int i = 0; i < slices; ++i) {  // slices in id order: ties keep the lower id
-        const float v = __ldcg(&partials[row_index * slices + i].value);
-        const int id = __ldcg(&partials[row_index * slices + i].id);
-        if (v > best || (v == best && id < best_id)) {
-          best = v;
-          best_id = id;
-        }
-      }
-    } else {
-      best_id = -1;
-    }
-  }
-}
-
 __global__ void __launch_bounds__(kThreads)
-    sample_kernel(const float* logits, int vocab, const SampleArgs* args, int32_t* out_ids, Best* partials,
-                  unsigned* arrivals) {
+    sample_kernel(const float* logits, int vocab, const SampleArgs* args, int32_t* out_ids) {
   __shared__ float scratch[32];
   __shared__ double sums[kWarps][kPoints];
   __shared__ float best_values[32];
   __shared__ int best_ids[32];
   const SampleArgs a = args[blockIdx.x];
   const float* row = logits + static_cast<int64_t>(a.row) * vocab;
-  float best = -INFINITY;
-  int best_id = vocab;
-  if (a.temperature <= 0.0f) {
-    greedy_slice(row, vocab, static_cast<int>(blockIdx.x), partials, arrivals, best, best_id, best_values, best_ids);
-    if (threadIdx.x == 0 && best_id >= 0) out_ids[blockIdx.x] = best_id < vocab ? best_id : 0;
-    return;
-  }
-  if (blockIdx.y != 0) return;  // a sampled row is one block's
+  const bool greedy = a.temperature <= 0.0f;
   float max_logit = -INFINITY;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) max_logit = fmaxf(max_logit, row[i]);
-  max_logit = block_max(max_logit, scratch);
-  const double inv_t = 1.0 / static_cast<double>(a.temperature);
+  if (!greedy) {
+    for (int i = threadIdx.x; i < vocab; i += kThreads) max_logit = fmaxf(max_logit, row[i]);
+    max_logit = block_max(max_logit, scratch);
+  }
+  const double inv_t = greedy ? 1.0 : 1.0 / static_cast<double>(a.temperature);
   Cut cut{0u, INT_MAX};  // every token
-  if ((a.top_k > 0 && a.top_k < vocab) || a.top_p < 1.0f) {
+  if (!greedy && ((a.top_k > 0 && a.top_k < vocab) || a.top_p < 1.0f)) {
     const Row r{row, vocab, max_logit, static_cast<float>(inv_t)};
     if (a.top_k > 0 && a.top_k < vocab) cut = find_cut<false>(r, cut, static_cast<double>(a.top_k), sums);
     if (a.top_p < 1.0f) {
@@ -296,34 +195,53 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const double log_min_p = a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY;
+  float best = -INFINITY;
+  int best_id = vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    if (!inside(order_key(row[i]), i, cut)) continue;
-    const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
-    if (scaled < log_min_p) continue;
-    const float v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
+    float v;
+    if (greedy) {
+      v = row[i];
+    } else {
+      if (!inside(order_key(row[i]), i, cut)) continue;
+      const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
+      if (scaled < log_min_p) continue;
+      v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
+    }
     if (v > best) {  // i increases, so ties keep the lower id
       best = v;
       best_id = i;
     }
   }
-  block_argmax(best, best_id, best_values, best_ids);
-  if (threadIdx.x == 0) out_ids[blockIdx.x] = best_id < vocab ? best_id : 0;
+  // Warp then block argmax; ties go to the lower id.
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
+    if (ov > best || (ov == best && oi < best_id)) {
+      best = ov;
+      best_id = oi;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    best_values[warp] = best;
+    best_ids[warp] = best_id;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) {
+      if (best_values[w] > best || (best_values[w] == best && best_ids[w] < best_id)) {
+        best = best_values[w];
+        best_id = best_ids[w];
+      }
+    }
+    out_ids[blockIdx.x] = best_id < vocab ? best_id : 0;
+  }
 }
 
 }  // namespace
 
-size_t sample_workspace_bytes() { return kMaxArgmaxRows * (sizeof(unsigned) + kMaxSlices * sizeof(Best)); }
-
-void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, void* workspace,
-                 cudaStream_t s) {
-  if (n <= 0) return;
-  // Slices per greedy row: enough blocks for every SM when the rows are few, none beyond the workspace.
-  static const bool ab_one = std::getenv("PHOTON_AB_ONE_BLOCK_ARGMAX") != nullptr;
-  const int slices = n > kMaxArgmaxRows || ab_one ? 1 : std::min(kMaxSlices, (kTargetBlocks + n - 1) / n);
-  auto* arrivals = static_cast<unsigned*>(workspace);
-  auto* partials = reinterpret_cast<Best*>(arrivals + kMaxArgmaxRows);
-  sample_kernel<<<dim3(static_cast<unsigned>(n), static_cast<unsigned>(slices)), kThreads, 0, s>>>(
-      logits, vocab, args, out_ids, partials, arrivals);
+void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s) {
+  if (n > 0) sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
 }
 
 void apply_penalties(float* logits, int vocab, const SampleArgs* args, int n, const PenaltyTokenArgs* tokens,
