@@ -7,9 +7,9 @@
 // accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
 // bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
 // output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
-// workspace — merges them, so a decode step needs no second kernel. f32 throughout.
-#include <cstdlib>
-
+// workspace — merges them, so a decode step needs no second kernel. Splits are fixed per launch (graphs), and a
+// context too short for all of them leaves the rest empty: those blocks leave at once. A split of at most
+// kMinSplitKeys keys copies them into shared memory first, the cached ones before the PDL wait. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
                      int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
-                     float* part_out, float* part_ml, unsigned* arrivals, int keep_empty) {
+                     float* part_out, float* part_ml, unsigned* arrivals) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -100,9 +100,8 @@ __global__ void __launch_bounds__(kThreads)
   // split kMinSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
   // counts the live splits), and a single live split writes the output itself.
   const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
-  if (split >= live && !keep_empty) return;
-  const bool direct = keep_empty ? splits == 1 : live == 1;
-  const int arriving = keep_empty ? splits : live;
+  if (split >= live) return;
+  const bool direct = live == 1;
   const int per_split = (ctx + live - 1) / live;
   const int key_begin = split * per_split;
   const int key_end = min(ctx, key_begin + per_split);
@@ -274,7 +273,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (tid == 0) {
     unsigned* count = arrivals + blockIdx.x * gridDim.y + blockIdx.y;
-    last = atomicAdd(count, 1u) == static_cast<unsigned>(arriving - 1);
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(live - 1);
     if (last) *count = 0;  // ready for the next launch
   }
   __syncthreads();
@@ -338,32 +337,30 @@ void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* qu
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  static const int keep_empty = std::getenv("PHOTON_AB_KEEP_EMPTY_SPLITS") != nullptr;
-  static const bool no_preload = std::getenv("PHOTON_AB_NO_KV_PRELOAD") != nullptr;
-  const bool preload = splits > 1 && !no_preload;  // splits of few keys exist only then
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                \
+  const bool preload = splits > 1;  // splits of few keys exist only then
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                 \
   launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,    \
-         part_ml, arrivals, keep_empty)
-#define PHOTON_ATTENTION_PRELOAD(HD, G)        \
-  if (preload) {                               \
-    PHOTON_ATTENTION_LAUNCH(8, HD, G, true);   \
-  } else {                                     \
-    PHOTON_ATTENTION_LAUNCH(8, HD, G, false);  \
+         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,   \
+         part_ml, arrivals)
+#define PHOTON_ATTENTION_PRELOAD(HD, G)       \
+  if (preload) {                              \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, true);  \
+  } else {                                    \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, false); \
   }
-#define PHOTON_ATTENTION_GROUPS(HD)     \
-  switch (group) {                      \
-    case 8:                             \
-      PHOTON_ATTENTION_PRELOAD(HD, 8);  \
-      break;                            \
-    case 4:                             \
-      PHOTON_ATTENTION_PRELOAD(HD, 4);  \
-      break;                            \
-    case 2:                             \
-      PHOTON_ATTENTION_PRELOAD(HD, 2);  \
-      break;                            \
-    default:                            \
-      PHOTON_ATTENTION_PRELOAD(HD, 1);  \
+#define PHOTON_ATTENTION_GROUPS(HD)    \
+  switch (group) {                     \
+    case 8:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 8); \
+      break;                           \
+    case 4:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 4); \
+      break;                           \
+    case 2:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 2); \
+      break;                           \
+    default:                           \
+      PHOTON_ATTENTION_PRELOAD(HD, 1); \
   }
   if (head_dim == 64) {
     PHOTON_ATTENTION_GROUPS(64);

@@ -5,13 +5,12 @@
 //   per pass (two passes unrolled), applies each to all M activation rows, and the group's sums meet in shared memory;
 // - the first pass of weight loads is issued before the PDL wait (weights are constant), so it streams in while the
 //   previous kernel finishes: for small models' matrices (K / 8 <= T) that is every load of the kernel;
-// - kRows is chosen per call so that the grid has several blocks per SM (small matrices) yet each thread has many
-//   loads in flight (large ones);
+// - kRows is chosen per call: small matrices take the most blocks that the GPU holds in one wave (so every block
+//   issues its loads before the PDL wait), large ones the deepest load pipelines at several blocks per SM;
 // - the SwiGLU form reads gate row j and up row j + I of a stacked [gate; up] matrix in the same group and writes
 //   silu(gate) * up, so the gated MLP's first half is one kernel.
 // Weights are read with the streaming cache hint: they are used once per step and should not evict activations.
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
@@ -170,15 +169,10 @@ void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, i
     const int out_rows = kSwiglu ? rows / 2 : rows;
     return (n + groups * out_rows - 1) / (groups * out_rows);
   };
-  static const bool ab_old = std::getenv("PHOTON_AB_OLD_GEMV_PICK") != nullptr;
+  // kChoices run largest first: the last one that fits in one wave has the most blocks.
   int pick = 0;
-  if (!ab_old) {
-    ((pick == 0 && blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
-  }
-  // kChoices run largest first, so the fold above found the largest single-wave choice; take the smallest instead.
-  if (pick != 0) {
-    ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
-  } else {
+  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
+  if (pick == 0) {
     const int want_blocks = 4 * sm_count();
     ((pick == 0 && (blocks_for(kChoices) >= want_blocks || kChoices == std::min({kChoices...})) ? pick = kChoices : 0),
      ...);
