@@ -407,6 +407,77 @@ TEST_CASE("attention split counts stay within the workspace, also for no decode 
   }
 }
 
+TEST_CASE("CUDA decode attention that applies RoPE itself equals the RoPE kernel then attention", "[cuda]") {
+  REQUIRE_GPU(b);
+  // (query heads, KV heads, head_dim, q/k norm): GQA groups of 4, 2, 1 and 8 query heads per KV head.
+  for (auto [heads, kv_heads, hd, with_norm] :
+       {std::tuple{8, 2, 64, false}, {4, 2, 128, true}, {4, 4, 64, true}, {16, 2, 128, false}}) {
+    std::mt19937 rng(static_cast<unsigned>(heads * 1000 + hd));
+    const int bs = 16, width = (heads + 2 * kv_heads) * hd;
+    // One decode token per sequence; the first is graph padding (context 1, no cache slot).
+    const std::vector<int32_t> ctx = {1, 7, 64, 130, 700};
+    const int n = static_cast<int>(ctx.size());
+    std::vector<int32_t> query_start = {0}, indptr = {0}, indices, positions, slots, rows;
+    for (int s = 0; s < n; ++s) {
+      const int nb = (ctx[s] + bs - 1) / bs;
+      for (int k = 0; k < nb; ++k) indices.push_back(static_cast<int32_t>(indices.size()) * 3 % 211);  // scattered
+      indptr.push_back(static_cast<int32_t>(indices.size()));
+      query_start.push_back(s + 1);
+      positions.push_back(ctx[s] - 1);
+      slots.push_back(s == 0 ? -1 : indices[indptr[s] + (ctx[s] - 1) / bs] * bs + (ctx[s] - 1) % bs);
+      rows.push_back(s);
+    }
+    const KvCacheLayout layout{211, kv_heads, bs, hd};
+    const auto cache0 = random_vec(static_cast<size_t>(layout.elements_per_block() * layout.num_blocks), rng);
+    const auto qkv = random_vec(static_cast<size_t>(n * width), rng);
+    std::vector<float> qn = random_vec(static_cast<size_t>(hd), rng), kn = random_vec(static_cast<size_t>(hd), rng);
+    for (auto& v : qn) v = 1.0f + 0.1f * v;
+    for (auto& v : kn) v = 1.0f + 0.1f * v;
+    std::vector<float> inv(static_cast<size_t>(hd / 2));
+    for (int i = 0; i < hd / 2; ++i) inv[i] = std::pow(10000.0f, -2.0f * i / hd);
+    Backend& g = *b.gpu;
+    Tensor tqn = with_norm ? gpu_tensor(g, qn, {hd}, DType::kF32) : Tensor();
+    Tensor tkn = with_norm ? gpu_tensor(g, kn, {hd}, DType::kF32) : Tensor();
+    Tensor cos = Tensor::empty({n, hd / 2}, DType::kF32, g.allocator()).value();
+    Tensor sin = Tensor::empty({n, hd / 2}, DType::kF32, g.allocator()).value();
+    g.rope_cos_sin(gpu_ints(g, positions), gpu_tensor(g, inv, {hd / 2}, DType::kF32), cos, sin);
+    AttentionBatch batch;
+    batch.num_seqs = batch.num_tokens = batch.num_decode_tokens = n;
+    batch.max_query_len = 1;
+    batch.query_start = gpu_ints(g, query_start);
+    batch.seq_lens = gpu_ints(g, ctx);
+    batch.block_indptr = gpu_ints(g, indptr);
+    batch.block_indices = gpu_ints(g, indices);
+    batch.slot_mapping = gpu_ints(g, slots);
+    batch.decode_tokens = gpu_ints(g, rows);
+    for (const int max_seq_len : {700, 8192}) {  // one split per block, then flash-decoding splits
+      batch.max_seq_len = max_seq_len;
+      std::vector<float> out[2], cache[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        Tensor tqkv = gpu_tensor(g, qkv, {n, width}, DType::kBF16);
+        Tensor tcache = gpu_tensor(g, cache0, {layout.num_blocks, 2, kv_heads, bs, hd}, DType::kBF16);
+        Tensor q = Tensor::empty({n, heads * hd}, DType::kBF16, g.allocator()).value();
+        Tensor o = Tensor::empty({n, heads * hd}, DType::kBF16, g.allocator()).value();
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        if (fused == 1) {
+          g.rope_attention_decode(tqkv, tqn, tkn, 1e-6f, cos, sin, tcache, layout, batch, scale, q, o);
+        } else {
+          g.qkv_rope_cache_write(tqkv, tqn, tkn, 1e-6f, cos, sin, batch.slot_mapping, layout, tcache, q);
+          g.attention(q, tcache, layout, batch, scale, o);
+        }
+        REQUIRE(g.take_error().is_ok());
+        out[fused] = read_back(g, o);
+        cache[fused] = read_back(g, tcache);
+      }
+      INFO("heads " << heads << "/" << kv_heads << " head_dim " << hd << (with_norm ? " with q/k norm" : "")
+                    << ", max_seq_len " << max_seq_len);
+      // Rows 1.. are real decode tokens; row 0 (padding) attends to whatever its block holds, on both paths alike.
+      CHECK(violation(out[1], out[0], 1e-2, 1e-2) <= 1.0);
+      CHECK(violation(cache[1], cache[0], 1e-2, 1e-2) <= 1.0);  // the same new keys and values, nothing else
+    }
+  }
+}
+
 TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(3);
