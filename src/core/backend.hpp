@@ -137,16 +137,6 @@ class Backend {
   /// h / (heads / kv_heads)); out [T, heads * head_dim]. `scale` multiplies q.k (usually 1/sqrt(head_dim)).
   virtual void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout,
                          const AttentionBatch& batch, float scale, Tensor& out) = 0;
-  /// qkv_rope_cache_write then attention, for a batch in which every sequence brings one token (decode). Same
-  /// results as the two calls; a backend may fuse them (the CUDA decode kernel rotates its own queries and new key),
-  /// so q_out [T, heads * head_dim] is scratch whose contents are unspecified afterwards.
-  virtual void rope_attention_decode(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                                     const Tensor& cos, const Tensor& sin, Tensor& kv_cache,
-                                     const KvCacheLayout& layout, const AttentionBatch& batch, float scale,
-                                     Tensor& q_out, Tensor& out) {
-    qkv_rope_cache_write(qkv, q_norm, k_norm, eps, cos, sin, batch.slot_mapping, layout, kv_cache, q_out);
-    attention(q_out, kv_cache, layout, batch, scale, out);
-  }
 
   /// Whether attention() wants sequences with long chunks (>= AttentionBatch::kLongChunk tokens) listed apart
   /// from short ones (separate prefill and decode kernels). When false every token is listed as a decode token.

@@ -10,15 +10,9 @@
 // workspace — merges them, so a decode step needs no second kernel. Splits are fixed per launch (graphs), and a
 // context too short for all of them leaves the rest empty: those blocks leave at once. A split of at most
 // kMinSplitKeys keys copies them into shared memory first, the cached ones before the PDL wait. f32 throughout.
-//
-// For decode batches (one new token per sequence) the kernel can also do the q/k/v projection's epilogue itself
-// (kRope): each block normalises (Qwen3) and rotates its own query heads from the fused projection, and the split
-// holding the newest key rotates that key and writes it and its value into the cache (and its shared-memory copy)
-// before reading the keys; this replaces the separate RoPE kernel, one kernel boundary per layer.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
-#include "cuda/rope_head.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -29,7 +23,6 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
 constexpr int kMaxSplits = 64;
 constexpr int kMinSplitKeys = 64;
-constexpr int kPreloadBit = 1, kRopeBit = 2;  // attention_kernel's kMode
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
@@ -62,18 +55,16 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 }
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
-// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block. kMode bits:
-// kPreloadBit (head dims 64 and 128): a split of at most kMinSplitKeys keys copies its keys and values into shared
+// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
+// kPreload (head dims 64 and 128): a split of at most kMinSplitKeys keys copies its keys and values into shared
 // memory first — the cached ones before the PDL wait (no kernel of this step writes them), this step's after it —
-// so that only one round of loads (q and the newest keys) follows the wait. kRopeBit: q and the new k/v come from
-// `rope` (decode batches with G == heads / kv_heads), not from q and the cache.
-template <int kVec, int kHeadDim, int G, int kMode>
+// so that only one round of loads (q and the newest keys) follows the wait.
+template <int kVec, int kHeadDim, int G, bool kPreload>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const uint16_t* q, uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+    attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, RopeArgs rope,
-                     uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
-  constexpr bool kPreload = (kMode & kPreloadBit) != 0, kRope = (kMode & kRopeBit) != 0;
+                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
+                     float* part_out, float* part_ml, unsigned* arrivals) {
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -138,48 +129,11 @@ __global__ void __launch_bounds__(kThreads)
   };
   if (preload) copy_keys(true);
   pdl_begin();
+  if (preload) copy_keys(false);
   const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
-  if constexpr (kRope) {
-    // One warp per item: the block's G query heads, then (in the split holding the newest key) that key and its
-    // value, which go to the cache (when the token has a slot) and to the shared-memory copy before any key is read.
-    const int slot = rope.slots[t];
-    const bool newest = key_begin < key_end && key_end == ctx;
-    const int items = G + (newest ? 2 : 0);
-    const int64_t qkv_row = static_cast<int64_t>(t) * rope.ld;
-    for (int item = tid >> 5; item < items; item += kThreads / 32) {
-      const int src_head = item < G ? h0 + item : heads + (item - G) * kv_heads + kvh;
-      float a[kRopeMaxPairsPerLane], b[kRopeMaxPairsPerLane];
-      load_head_pairs(rope.qkv + qkv_row + static_cast<int64_t>(src_head) * hd, hd, a, b);
-      if (item <= G) {
-        norm_rotate_pairs(a, b, hd, item < G ? rope.q_norm : rope.k_norm, rope.eps,
-                          rope.cos + static_cast<int64_t>(t) * (hd / 2), rope.sin + static_cast<int64_t>(t) * (hd / 2));
-      }
-      if (item < G) {  // rounded to bf16 as the separate kernel stores q
-        const int half = hd / 2;
-#pragma unroll
-        for (int j = 0; j < kRopeMaxPairsPerLane; ++j) {
-          const int p = (tid & 31) + 32 * j;
-          if (p < half) {
-            qs[item][p] = bf2f(f2bf(a[j])) * scale;
-            qs[item][p + half] = bf2f(f2bf(b[j])) * scale;
-          }
-        }
-      } else {
-        if (slot >= 0) {
-          const int64_t block = slot / block_size, offset = slot % block_size;
-          store_head_pairs(
-              a, b, hd,
-              cache + block * block_stride + (item - G) * kv_heads * head_stride + kvh * head_stride + offset * hd);
-        }
-        if (preload) store_head_pairs(a, b, hd, (item == G ? pre_k : pre_v) + (ctx - 1 - key_begin) * hd);
-      }
-    }
-  } else {
-    if (preload) copy_keys(false);
-    for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
-  }
+  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
   if (preload) cp_async_wait<0>();
-  __syncthreads();  // q, and the keys and values copied or written, are in place
+  __syncthreads();
 
   const int lanes = hd / kVec;          // threads covering one key's V row
   const int groups = kThreads / lanes;  // keys accumulated at once
@@ -372,68 +326,53 @@ size_t attention_workspace_floats(int max_head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 3);
 }
 
-bool paged_attention_rope_supported(int heads, int kv_heads, int head_dim) {
-  return (head_dim == 64 || head_dim == 128) && group_size(heads, kv_heads, head_dim) == heads / kv_heads;
-}
-
-void paged_attention(const uint16_t* q, uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
                      int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     const RopeArgs* rope, float* workspace, uint16_t* out, cudaStream_t s) {
+                     float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
   const int group = group_size(heads, kv_heads, head_dim);
-  const RopeArgs rope_args = rope != nullptr ? *rope : RopeArgs{};
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads / group),
                   static_cast<unsigned>(splits));
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  // Splits of few keys exist only with several splits; the kRope forms exist for head dims 64 and 128
-  // (paged_attention_rope_supported).
-  const int mode = (splits > 1 ? kPreloadBit : 0) | (rope != nullptr ? kRopeBit : 0);
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, MODE)                                                                 \
-  launch(attention_kernel<VEC, HD, G, MODE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, rope_args, out,   \
-         part_out, part_ml, arrivals)
-#define PHOTON_ATTENTION_MODES(HD, G)                            \
-  switch (mode) {                                                \
-    case kPreloadBit | kRopeBit:                                 \
-      PHOTON_ATTENTION_LAUNCH(8, HD, G, kPreloadBit | kRopeBit); \
-      break;                                                     \
-    case kPreloadBit:                                            \
-      PHOTON_ATTENTION_LAUNCH(8, HD, G, kPreloadBit);            \
-      break;                                                     \
-    case kRopeBit:                                               \
-      PHOTON_ATTENTION_LAUNCH(8, HD, G, kRopeBit);               \
-      break;                                                     \
-    default:                                                     \
-      PHOTON_ATTENTION_LAUNCH(8, HD, G, 0);                      \
+  const bool preload = splits > 1;  // splits of few keys exist only then
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                 \
+  launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
+         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,   \
+         part_ml, arrivals)
+#define PHOTON_ATTENTION_PRELOAD(HD, G)       \
+  if (preload) {                              \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, true);  \
+  } else {                                    \
+    PHOTON_ATTENTION_LAUNCH(8, HD, G, false); \
   }
-#define PHOTON_ATTENTION_GROUPS(HD)  \
-  switch (group) {                   \
-    case 8:                          \
-      PHOTON_ATTENTION_MODES(HD, 8); \
-      break;                         \
-    case 4:                          \
-      PHOTON_ATTENTION_MODES(HD, 4); \
-      break;                         \
-    case 2:                          \
-      PHOTON_ATTENTION_MODES(HD, 2); \
-      break;                         \
-    default:                         \
-      PHOTON_ATTENTION_MODES(HD, 1); \
+#define PHOTON_ATTENTION_GROUPS(HD)    \
+  switch (group) {                     \
+    case 8:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 8); \
+      break;                           \
+    case 4:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 4); \
+      break;                           \
+    case 2:                            \
+      PHOTON_ATTENTION_PRELOAD(HD, 2); \
+      break;                           \
+    default:                           \
+      PHOTON_ATTENTION_PRELOAD(HD, 1); \
   }
   if (head_dim == 64) {
     PHOTON_ATTENTION_GROUPS(64);
   } else if (head_dim == 128) {
     PHOTON_ATTENTION_GROUPS(128);
   } else if (head_dim % 8 == 0) {
-    PHOTON_ATTENTION_LAUNCH(8, 0, 1, 0);
+    PHOTON_ATTENTION_LAUNCH(8, 0, 1, false);
   } else {
-    PHOTON_ATTENTION_LAUNCH(1, 0, 1, 0);
+    PHOTON_ATTENTION_LAUNCH(1, 0, 1, false);
   }
+#undef PHOTON_ATTENTION_PRELOAD
 #undef PHOTON_ATTENTION_GROUPS
-#undef PHOTON_ATTENTION_MODES
 #undef PHOTON_ATTENTION_LAUNCH
 }
 

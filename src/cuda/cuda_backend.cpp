@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -179,28 +178,16 @@ class CudaBackend final : public Backend {
                               to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, bf16_mut(out),
                               stream_);
     }
-    // Decode tokens and short chunks.
-    decode_attention(q, kv_cache, layout, b, scale, nullptr, out);
-  }
-  void rope_attention_decode(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos,
-                             const Tensor& sin, Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
-                             float scale, Tensor& q_out, Tensor& out) override {
-    const int hd = to_int(layout.head_dim);
-    if (!cuda::paged_attention_rope_supported(to_int(q_out.size(1)) / hd, to_int(layout.num_kv_heads), hd) ||
-        b.num_prefill_seqs > 0 || b.max_query_len > 1 || std::getenv("PHOTON_AB_NO_ROPE_ATTENTION") != nullptr) {
-      Backend::rope_attention_decode(qkv, q_norm, k_norm, eps, cos, sin, kv_cache, layout, b, scale, q_out, out);
-      return;
-    }
-    cuda::RopeArgs rope;
-    rope.qkv = bf16(qkv);
-    rope.ld = qkv.stride(0);
-    rope.q_norm = q_norm.defined() ? q_norm.data<float>() : nullptr;
-    rope.k_norm = k_norm.defined() ? k_norm.data<float>() : nullptr;
-    rope.eps = eps;
-    rope.cos = cos.data<float>();
-    rope.sin = sin.data<float>();
-    rope.slots = b.slot_mapping.data<int32_t>();
-    decode_attention(q_out, kv_cache, layout, b, scale, &rope, out);
+    // Decode tokens and short chunks: few tokens over long contexts split their keys across blocks
+    // (flash-decoding); the split count depends only on the batch's shape, so a captured graph always sees the
+    // same one.
+    const int splits =
+        cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
+    cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
+                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
+                          b.decode_tokens.data<int32_t>(), b.num_decode_tokens, b.num_seqs, heads,
+                          to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits,
+                          static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
   void linear(const Tensor& x, const Tensor& w, Tensor& out) override { record(gemm(x, w, out)); }
@@ -267,23 +254,6 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // The decode-token part of attention (one kernel, flash-decoding splits); with `rope` it also does the q/k/v
-  // epilogue and writes the new keys and values into kv_cache, which is otherwise only read.
-  void decode_attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
-                        float scale, const cuda::RopeArgs* rope, Tensor& out) {
-    const int hd = to_int(layout.head_dim);
-    const int heads = to_int(q.size(1)) / hd;
-    // Few tokens over long contexts split their keys across blocks (flash-decoding); the split count depends only
-    // on the batch's shape, so a captured graph always sees the same one.
-    const int splits =
-        cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
-    cuda::paged_attention(bf16(q), bf16_mut(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
-                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
-                          b.decode_tokens.data<int32_t>(), b.num_decode_tokens, b.num_seqs, heads,
-                          to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits, rope,
-                          static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
-  }
-
   // A device buffer filled from a page-locked mirror (so the copy never waits for the work ahead of it on the
   // stream); both grow to twice the largest request so far, rarely.
   struct UploadBuffer {

@@ -8,20 +8,6 @@
 
 namespace photon::cuda {
 
-/// Parameters of the q/k/v epilogue for kernels that apply it themselves: qkv [T, (heads + 2 * kv_heads) * hd]
-/// rows `ld` apart, optional q/k norm weights, eps, cos/sin [T, hd / 2], and each token's cache slot (negative:
-/// not written).
-struct RopeArgs {
-  const uint16_t* qkv = nullptr;
-  int64_t ld = 0;
-  const float* q_norm = nullptr;
-  const float* k_norm = nullptr;
-  float eps = 0.0f;
-  const float* cos = nullptr;
-  const float* sin = nullptr;
-  const int32_t* slots = nullptr;
-};
-
 /// out[t] = table[id - first_id], zeros where that row is outside the table's `rows`; id = ids[t], or
 /// sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id an earlier kernel sampled).
 void embed(const int32_t* ids, const int32_t* sampled, int num_tokens, const uint16_t* table, int rows, int hidden,
@@ -49,14 +35,10 @@ size_t attention_workspace_floats(int max_head_dim);
 /// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
 /// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1,
 /// zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to launch).
-/// With `rope` (decode batches only: one new token per sequence; paged_attention_rope_supported), q is ignored and
-/// the kernel does qkv_rope_cache_write's work itself: q from rope->qkv, and the new k/v into the cache.
-void paged_attention(const uint16_t* q, uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
+void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
                      const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
                      int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     const RopeArgs* rope, float* workspace, uint16_t* out, cudaStream_t s);
-/// Whether paged_attention takes `rope` for this shape (head_dim 64 or 128, one block per KV head).
-bool paged_attention_rope_supported(int heads, int kv_heads, int head_dim);
+                     float* workspace, uint16_t* out, cudaStream_t s);
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);

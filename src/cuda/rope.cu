@@ -3,7 +3,6 @@
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
-#include "cuda/rope_head.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -21,10 +20,11 @@ __global__ void cos_sin_kernel(const int32_t* positions, const float* inv_freq, 
   }
 }
 
-constexpr int kHeadsPerBlock = 8;  // one warp per head
+constexpr int kMaxPairsPerLane = 4;  // head_dim <= 2 * 32 * 4
+constexpr int kHeadsPerBlock = 8;    // one warp per head
 
 // One warp per (token, head) of the fused projection: q and k heads are normalised (Qwen3) and rotated, v heads
-// copied; q goes to q_out, k and v to the cache.
+// copied; q goes to q_out, k and v to the cache. Lane l holds the rotation pairs (p, p + half) for p = l, l + 32, ...
 __global__ void __launch_bounds__(kHeadsPerBlock * 32)
     qkv_rope_cache_kernel(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
                           const float* cos, const float* sin, const int32_t* slots, int heads, int kv_heads, int hd,
@@ -32,25 +32,63 @@ __global__ void __launch_bounds__(kHeadsPerBlock * 32)
   pdl_begin();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kHeadsPerBlock + static_cast<int>(threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
   if (head >= heads + 2 * kv_heads) return;
+  const int half = hd / 2;
   const uint16_t* src = qkv + t * ld + static_cast<int64_t>(head) * hd;
-  float a[kRopeMaxPairsPerLane], b[kRopeMaxPairsPerLane];
-  load_head_pairs(src, hd, a, b);
+  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int p = lane + 32 * j;
+    a[j] = p < half ? bf2f(src[p]) : 0.0f;
+    b[j] = p < half ? bf2f(src[p + half]) : 0.0f;
+  }
   const int slot = slots[t];
   const int64_t block = slot / block_size, offset = slot % block_size;
   const auto cache_row = [&](int which, int h) {
     return cache + (((block * 2 + which) * kv_heads + h) * block_size + offset) * hd;
   };
-  const bool is_q = head < heads, is_v = head >= heads + kv_heads;
-  if (!is_q && slot < 0) return;
-  if (!is_v) {
-    norm_rotate_pairs(a, b, hd, is_q ? q_norm : k_norm, eps, cos + static_cast<int64_t>(t) * (hd / 2),
-                      sin + static_cast<int64_t>(t) * (hd / 2));
+  if (head >= heads + kv_heads) {  // v: straight to the cache
+    if (slot < 0) return;
+    uint16_t* dst = cache_row(1, head - heads - kv_heads);
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int p = lane + 32 * j;
+      if (p < half) {
+        dst[p] = src[p];
+        dst[p + half] = src[p + half];
+      }
+    }
+    return;
   }
-  // v: straight to the cache (bf16 -> f32 -> bf16 is exact)
-  store_head_pairs(a, b, hd,
-                   is_q ? q_out + (static_cast<int64_t>(t) * heads + head) * hd
-                        : cache_row(is_v ? 1 : 0, head - heads - (is_v ? kv_heads : 0)));
+  const bool is_q = head < heads;
+  const float* norm = is_q ? q_norm : k_norm;
+  if (norm != nullptr) {  // RMSNorm over the head, rounded to bf16 as a separate norm would store it
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) ss += a[j] * a[j] + b[j] * b[j];
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + eps);
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int p = lane + 32 * j;
+      if (p < half) {
+        a[j] = bf2f(f2bf(norm[p] * (a[j] * inv)));
+        b[j] = bf2f(f2bf(norm[p + half] * (b[j] * inv)));
+      }
+    }
+  }
+  if (!is_q && slot < 0) return;
+  uint16_t* dst = is_q ? q_out + (static_cast<int64_t>(t) * heads + head) * hd : cache_row(0, head - heads);
+  const float* c = cos + static_cast<int64_t>(t) * half;
+  const float* s = sin + static_cast<int64_t>(t) * half;
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int p = lane + 32 * j;
+    if (p < half) {
+      dst[p] = f2bf(a[j] * c[p] - b[j] * s[p]);
+      dst[p + half] = f2bf(b[j] * c[p] + a[j] * s[p]);
+    }
+  }
 }
 
 }  // namespace
@@ -60,7 +98,7 @@ void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_fre
   if (num_tokens > 0) launch(cos_sin_kernel, num_tokens, 64, 0, s, positions, inv_freq, half, cos, sin);
 }
 
-bool qkv_rope_supported(int head_dim) { return head_dim % 2 == 0 && head_dim <= 2 * 32 * kRopeMaxPairsPerLane; }
+bool qkv_rope_supported(int head_dim) { return head_dim % 2 == 0 && head_dim <= 2 * 32 * kMaxPairsPerLane; }
 
 void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
                           const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,

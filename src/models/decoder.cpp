@@ -368,7 +368,6 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const KvCacheLayout& layout = kv.layout();
-  const bool decode_only = shape.max_query_len == 1 && shape.prefill_seqs == 0;  // one new token per sequence
 
   backend_.embed(ids, sampled_, weights_.embed, shard_.vocab_begin, residual);
   if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
@@ -387,14 +386,9 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
     const auto l = static_cast<size_t>(li);
     const LayerWeights& w = weights_.layers[l];
     backend_.linear(hidden, w.qkv_proj, qkv);
-    if (decode_only) {
-      backend_.rope_attention_decode(qkv, w.q_norm, w.k_norm, eps, cos, sin, kv.layer(li), layout, attn_batch, scale, q,
-                                     attn);
-    } else {
-      backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout,
-                                    kv.layer(li), q);
-      backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
-    }
+    backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
+                                  q);
+    backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
     backend_.linear(attn, w.o_proj, proj);
     add_norm(w.post_norm);
     backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
