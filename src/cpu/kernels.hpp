@@ -31,9 +31,9 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
 void add_rms_norm(float* residual, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 /// out = gate * sigmoid(gate) * up.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
-/// out[t] = table[ids[t]] widened to f32.
-/// out[t] = table[id - first_id], or zeros where that is outside the table's `rows` rows; id = ids[t], or
-/// sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id sampled earlier; sampled may then not be null).
+/// out[t] = table[id - first_id] widened to f32, or zeros where that is outside the table's `rows` rows;
+/// id = ids[t], or sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id sampled earlier; sampled may
+/// then not be null).
 void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const void* table, DType table_dtype,
            int64_t rows, int64_t hidden, int64_t first_id, float* out);
 /// out[i] = x[indices[i]] for rows of `dim`.
