@@ -34,6 +34,11 @@ int group_size(int heads, int kv_heads, int head_dim) {
   return 1;
 }
 
+// Where 16-byte vector c of preloaded key row r sits in shared memory (in vectors): each thread scores a whole key,
+// so the rows of a quarter-warp, 128 or 256 bytes apart, would all fall on the same banks; XOR-ing the vector index
+// with the row's low bits spreads them over eight bank groups (head dims with >= 8 vectors per row).
+__device__ __forceinline__ int swizzled(int r, int c, int hd) { return r * (hd / 8) + (c ^ (r & 7)); }
+
 // Block-wide max (kMax) or sum of G values at once; every thread gets the results. Contains barriers.
 template <int G, bool kMax>
 __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G]) {
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
       const int key = key_begin + i / (hd / 8), c = i % (hd / 8) * 8;
       if ((key < cached_end) != cached) continue;
       const int64_t at = key_offset(key) + c;
-      cp_async16(pre_k + i * 8, k_base + at);
+      cp_async16(pre_k + swizzled(i / (hd / 8), i % (hd / 8), hd) * 8, k_base + at);
       cp_async16(pre_v + i * 8, v_base + at);
     }
     cp_async_commit();
@@ -155,7 +160,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
     for (int j = tid; j < n; j += kThreads) {
       const int key = start + j;
-      const uint16_t* kp = preload ? pre_k + (key - key_begin) * hd : k_base + key_offset(key);
+      const uint16_t* kp = preload ? pre_k : k_base + key_offset(key);
+      const int k_row = preload ? key - key_begin : 0;
       float dot[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) dot[g] = 0.0f;
@@ -164,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 4
         for (int d = 0; d < (kHeadDim > 0 ? kHeadDim : kMaxHeadDim); d += 8) {
           if (kHeadDim == 0 && d >= hd) break;
-          const uint4 raw = *reinterpret_cast<const uint4*>(kp + d);
+          const uint4 raw = *reinterpret_cast<const uint4*>(kp + (preload ? swizzled(k_row, d / 8, hd) * 8 : d));
           const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
