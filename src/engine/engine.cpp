@@ -160,6 +160,12 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
             std::vector<TokenLogprob> prompt_logprobs, int32_t prompt_begin, const std::string& error = {},
             std::string text = {});
   void refresh_stats();
+  /// Every step ends here: deletes the finished requests, refreshes the stats, returns `status`.
+  Status end_step(Status status = Status::ok()) {
+    scheduler->remove_finished();
+    refresh_stats();
+    return status;
+  }
   void run_loop();
 };
 
@@ -419,11 +425,7 @@ Status Engine::Impl::step() {
   // 2. Schedule and run a step, unless one is already in flight (async scheduling).
   if (!inflight) {
     SchedulerOutput out = scheduler->schedule();
-    if (out.empty()) {
-      scheduler->remove_finished();
-      refresh_stats();
-      return Status::ok();
-    }
+    if (out.empty()) return end_step();
     auto logits = launch(out);
     if (!logits) return fail(out, logits.status());
     if (!deferrable(out)) return finish(out, *logits);
@@ -453,18 +455,12 @@ Status Engine::Impl::step() {
   emit_step(current.out, {});
 
   // 4. Step N + 1: left in flight when it can be, else completed now.
-  if (next.empty()) {
-    scheduler->remove_finished();
-    refresh_stats();
-    return Status::ok();
-  }
+  if (next.empty()) return end_step();
   if (!*next_logits) return fail(next, next_logits->status());
   drop_finished(next);  // requests that stopped at step N: their extra token is discarded
   if (!deferrable(next)) return finish(next, **next_logits);
   if (Status st = defer(std::move(next), **next_logits); !st) return st;
-  scheduler->remove_finished();
-  refresh_stats();
-  return Status::ok();
+  return end_step();
 }
 
 Result<Tensor> Engine::Impl::launch(const SchedulerOutput& out) {
@@ -530,10 +526,8 @@ Status Engine::Impl::fail(const SchedulerOutput& out, const Status& status) {
       emit(*s.request, {}, {}, {}, 1, status.message());
     }
   }
-  scheduler->remove_finished();
-  refresh_stats();
   log::error("step failed: {}", status.to_string());
-  return status;
+  return end_step(status);
 }
 
 Status Engine::Impl::finish(const SchedulerOutput& out, Tensor& logits) {
@@ -583,9 +577,7 @@ Status Engine::Impl::finish(const SchedulerOutput& out, Tensor& logits) {
   scheduler->update(out, sampled);
   ++num_steps;
   emit_step(out, std::move(pending));
-  scheduler->remove_finished();
-  refresh_stats();
-  return Status::ok();
+  return end_step();
 }
 
 void Engine::Impl::emit_step(const SchedulerOutput& out, std::vector<Pending> pending) {
