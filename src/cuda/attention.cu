@@ -99,7 +99,10 @@ __global__ void __launch_bounds__(kThreads)
   // The batch description is the step's input, uploaded before its first kernel: read while the kernel before this
   // one (which writes q and the newest keys) finishes.
   const int s = seq_shared;
-  const int ctx = seq_lens[s] - (query_start[s + 1] - query_start[s]) + (t - query_start[s]) + 1;
+  // Keys before `cached_end` were written by earlier steps; this step's tokens write the rest. Token t sees the
+  // cached keys and this step's up to itself.
+  const int cached_end = seq_lens[s] - (query_start[s + 1] - query_start[s]);
+  const int ctx = cached_end + (t - query_start[s]) + 1;
   const int32_t* blocks = block_indices + block_indptr[s];
   // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
   // split kMinSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
@@ -118,16 +121,16 @@ __global__ void __launch_bounds__(kThreads)
   const auto key_offset = [=](int key) {
     return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
   };
-  // Keys before `cached_end` were written by earlier steps; this step's tokens write the rest.
-  const int cached_end = seq_lens[s] - (query_start[s + 1] - query_start[s]);
   const bool preload = kPreload && key_end - key_begin <= kMinSplitKeys;
+  // Copies the split's cached keys (before cached_end) or this step's (from it) into shared memory.
   const auto copy_keys = [=](bool cached) {
-    const int vecs = (key_end - key_begin) * (hd / 8);
-    for (int i = tid; i < vecs; i += kThreads) {
-      const int key = key_begin + i / (hd / 8), c = i % (hd / 8) * 8;
-      if ((key < cached_end) != cached) continue;
-      const int64_t at = key_offset(key) + c;
-      cp_async16(pre_k + swizzled(i / (hd / 8), i % (hd / 8), hd) * 8, k_base + at);
+    const int from = cached ? key_begin : max(key_begin, cached_end);
+    const int to = cached ? min(key_end, cached_end) : key_end;
+    const int vecs = hd / 8;
+    for (int i = (from - key_begin) * vecs + tid; i < (to - key_begin) * vecs; i += kThreads) {
+      const int row = i / vecs, c = i % vecs;
+      const int64_t at = key_offset(key_begin + row) + c * 8;
+      cp_async16(pre_k + swizzled(row, c, hd) * 8, k_base + at);
       cp_async16(pre_v + i * 8, v_base + at);
     }
     cp_async_commit();
