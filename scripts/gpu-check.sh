@@ -5,8 +5,9 @@
 # runs where there are several GPUs). Writes OUTDIR/summary.md, OUTDIR/results.jsonl and the logs.
 # Usage: scripts/gpu-check.sh OUTDIR [BENCH_FILTER]
 # GPU_CHECK_STEPS (default "test sanitize parity bench") picks steps; the build always runs (incrementally).
-# Other steps: "tp" (the tensor-parallel tests alone) and "profile" (per-kernel GPU time under Nsight Compute for a
-# few benchmark shapes, tables in OUTDIR/profile-*.md).
+# Other steps: "tp" (the tensor-parallel tests alone), "profile" (per-kernel GPU time under Nsight Compute for a
+# few benchmark shapes, tables in OUTDIR/profile-*.md) and "timeline" (the batch-1 decode step's kernel chain from a
+# PHOTON_KERNEL_TRACE build, tables in OUTDIR/timeline-*.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
@@ -130,6 +131,26 @@ if want profile; then
   profile llama1b-b1 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 8
   profile llama1b-256x2048-decode --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 2 --max-num-batched-tokens 65536
   profile llama1b-256x2048-prefill --model dummy:llama-3.2-1b --num-prompts 64 --input-len 2048 --output-len 1
+fi
+if want timeline; then
+  # The decode step's kernel chain as it runs (CUDA graph, PDL): a second build that stamps every kernel's PDL wait
+  # (PHOTON_KERNEL_TRACE, src/cuda/kernel_trace.hpp), one batch-1 run per model, a table per model.
+  t0=$(date +%s)
+  if cmake -S . -B build-trace -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+       -DPHOTON_KERNEL_TRACE=ON -DPHOTON_BUILD_TESTS=OFF -DPHOTON_BUILD_BENCH=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
+       >"$out/trace-build.log" 2>&1 && cmake --build build-trace --target photon_cli --parallel "$(nproc)" >>"$out/trace-build.log" 2>&1; then
+    for model in qwen3-0.6b llama-3.2-1b; do
+      [ -n "$filter" ] && ! grep -qE "$filter" <<<"timeline-$model" && continue
+      PHOTON_KERNEL_TRACE=/tmp/photon-$model.trace build-trace/bin/photon bench --model "dummy:$model" --device cuda \
+        --num-prompts 1 --input-len 128 --output-len 256 >"$out/timeline-$model.log" 2>&1 &&
+        python3 tools/profile/kernel_timeline.py /tmp/photon-$model.trace >"$out/timeline-$model.md" 2>&1
+      note "timeline $model (exit $?): $(sed -n 's/^per layer: //p' "$out/timeline-$model.md")"
+      rm -f /tmp/photon-$model.trace
+    done
+  else
+    status=1; note "trace build FAILED (see trace-build.log)"
+  fi
+  note "timeline: $(( $(date +%s) - t0 )) s"
 fi
 want bench || exit $status
 

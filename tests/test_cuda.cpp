@@ -383,17 +383,22 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     std::vector<float> cpu_out, gpu_out, gpu_split;
     run(*b.cpu, DType::kF32, 300, cpu_out);
     run(*b.gpu, DType::kBF16, 0, gpu_out);      // one block per (token, head)
-    run(*b.gpu, DType::kBF16, 300, gpu_split);  // keys split across blocks, then merged
+    run(*b.gpu, DType::kBF16, 300, gpu_split);  // keys split across blocks (short splits, preloaded), then merged
+    // Two splits of up to 150 keys: splits longer than the preload read the cache as they go (long contexts).
+    std::vector<float> gpu_long_split;
+    run(*b.gpu, DType::kBF16, 64, gpu_long_split);
     INFO("head_dim " << hd << ", " << kv_heads << " KV heads" << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);
+    CHECK(violation(gpu_long_split, cpu_out, 2e-2, 3e-2) <= 1.0);
   }
 }
 
 TEST_CASE("attention split counts stay within the workspace, also for no decode tokens", "[cuda]") {
   CHECK(cuda::attention_splits(0, 32, 8, 64, 4096) == 1);   // a step of prompt chunks only
-  CHECK(cuda::attention_splits(1, 32, 8, 64, 100) == 1);    // one tile: nothing to split
-  CHECK(cuda::attention_splits(1, 32, 8, 64, 4096) == 32);  // 8 blocks (one per KV head) x 32 splits
+  CHECK(cuda::attention_splits(1, 32, 8, 64, 30) == 1);     // one split's worth of keys: nothing to split
+  CHECK(cuda::attention_splits(1, 32, 8, 64, 384) == 12);   // contexts of up to 384 keys: splits of 32
+  CHECK(cuda::attention_splits(1, 32, 8, 64, 4096) == 64);  // 8 blocks (one per KV head) x 64 splits
   CHECK(cuda::attention_splits(1, 32, 32, 64, 4096) == 16);
   CHECK(cuda::attention_splits(256, 32, 8, 64, 4096) == 1);
   for (int t : {1, 3, 7, 15}) {

@@ -7,9 +7,10 @@
 // accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
 // bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
 // output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
-// workspace — merges them, so a decode step needs no second kernel. Splits are fixed per launch (graphs), and a
-// context too short for all of them leaves the rest empty: those blocks leave at once. A split of at most
-// kMinSplitKeys keys copies them into shared memory first, the cached ones before the PDL wait. f32 throughout.
+// workspace — merges them, so a decode step needs no second kernel. Splits are fixed per launch (graphs): a context
+// takes one split per kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once). A
+// split of at most kPreloadKeys keys copies them into shared memory first, the cached ones before the PDL wait.
+// f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/launch.cuh"
@@ -22,7 +23,10 @@ constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
 constexpr int kMaxSplits = 64;
-constexpr int kMinSplitKeys = 64;
+// Keys per split while the launch has splits to spare: short splits keep a batch-1 decode step's attention a few
+// dependent loads long (at 384 keys, 12 splits of 32 keys took 9 µs per layer where 3 splits of 128 took 14).
+constexpr int kSplitKeys = 32;
+constexpr int kPreloadKeys = 64;  // splits up to this long are copied into shared memory first
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
@@ -61,7 +65,7 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 
 // kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
 // dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
-// kPreload (head dims 64 and 128): a split of at most kMinSplitKeys keys copies its keys and values into shared
+// kPreload (head dims 64 and 128): a split of at most kPreloadKeys keys copies its keys and values into shared
 // memory first — the cached ones before the PDL wait (no kernel of this step writes them), this step's after it —
 // so that only one round of loads (q and the newest keys) follows the wait.
 template <int kVec, int kHeadDim, int G, bool kPreload>
@@ -76,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float scratch[kThreads / 32][G];
   // The groups' partial outputs at the end, and before them (kPreload) the split's keys and values: one pool.
   constexpr int kPartialFloats = G * kThreads * (kVec == 8 ? 8 : 1);
-  constexpr int kPreloadElems = kPreload ? kMinSplitKeys * kHeadDim : 0;  // per K and V, bf16
+  constexpr int kPreloadElems = kPreload ? kPreloadKeys * kHeadDim : 0;  // per K and V, bf16
   constexpr int kPoolBytes = kPartialFloats * 4 > 4 * kPreloadElems ? kPartialFloats * 4 : 4 * kPreloadElems;
   __shared__ __align__(16) unsigned char pool[kPoolBytes];
   auto partial = reinterpret_cast<float(*)[kThreads * (kVec == 8 ? 8 : 1)]>(pool);
@@ -105,9 +109,9 @@ __global__ void __launch_bounds__(kThreads)
   const int ctx = cached_end + (t - query_start[s]) + 1;
   const int32_t* blocks = block_indices + block_indptr[s];
   // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
-  // split kMinSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
+  // split kSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
   // counts the live splits), and a single live split writes the output itself.
-  const int live = min(splits, (ctx + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int live = min(splits, (ctx + kSplitKeys - 1) / kSplitKeys);
   if (split >= live) return;
   const bool direct = live == 1;
   const int per_split = (ctx + live - 1) / live;
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
   const auto key_offset = [=](int key) {
     return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
   };
-  const bool preload = kPreload && key_end - key_begin <= kMinSplitKeys;
+  const bool preload = kPreload && key_end - key_begin <= kPreloadKeys;
   // Copies the split's cached keys (before cached_end) or this step's (from it) into shared memory.
   const auto copy_keys = [=](bool cached) {
     const int from = cached ? key_begin : max(key_begin, cached_end);
@@ -320,12 +324,12 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int max_seq_len) {
-  // Enough blocks to fill the GPU (about four per SM on 132 SMs), never splits shorter than one tile, and no more
-  // partials than the workspace holds.
+  // Enough blocks to fill the GPU (about four per SM on 132 SMs), no more than the longest context gives splits of
+  // kSplitKeys keys, and no more partials than the workspace holds.
   const int blocks = num_tokens * (heads / group_size(heads, kv_heads, head_dim));
   if (blocks == 0 || blocks >= 512) return 1;
   const int by_occupancy = (512 + blocks - 1) / blocks;
-  const int by_length = (max_seq_len + kTile - 1) / kTile;
+  const int by_length = (max_seq_len + kSplitKeys - 1) / kSplitKeys;
   const int by_workspace = kMaxPartialRows / (num_tokens * heads);
   return max(1, min(min(by_occupancy, by_length), min(kMaxSplits, by_workspace)));
 }

@@ -4,15 +4,18 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/logging.hpp"
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/kernel_trace.hpp"
 #include "cuda/kernels.cuh"
 
 namespace photon {
@@ -49,6 +52,12 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
+#ifdef PHOTON_KERNEL_TRACE
+    if (!trace_path_.empty()) {
+      const Status s = cuda::trace::finish(trace_path_);
+      if (!s.is_ok()) log::error("{}", s.message());
+    }
+#endif
     for (cudaGraphExec_t g : graphs_) {
       if (g != nullptr) cudaGraphExecDestroy(g);
     }
@@ -70,6 +79,12 @@ class CudaBackend final : public Backend {
     PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
+#ifdef PHOTON_KERNEL_TRACE
+    if (const char* path = std::getenv("PHOTON_KERNEL_TRACE")) {
+      trace_path_ = path;
+      PHOTON_RETURN_IF_ERROR(cuda::trace::start());
+    }
+#endif
     return Status::ok();
   }
 
@@ -341,6 +356,9 @@ class CudaBackend final : public Backend {
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
   cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
   Status error_;
+#ifdef PHOTON_KERNEL_TRACE
+  std::string trace_path_;  // PHOTON_KERNEL_TRACE: where the destructor writes the kernel timeline
+#endif
 };
 
 }  // namespace

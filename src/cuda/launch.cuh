@@ -11,14 +11,55 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <utility>
+
+#include "cuda/kernel_trace.hpp"
 
 namespace photon::cuda {
 
+#ifdef PHOTON_KERNEL_TRACE
+namespace {  // each CUDA source has its own copy of the pointer, set through its binder (kernel_trace.hpp)
+__device__ trace::Slot* trace_slots = nullptr;
+void bind_trace(trace::Slot* slots) { cudaMemcpyToSymbol(trace_slots, &slots, sizeof(slots)); }
+[[maybe_unused]] const bool trace_bound = (trace::register_binder(&bind_trace), true);
+}  // namespace
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
+
 __device__ __forceinline__ void pdl_begin() {
+#ifdef PHOTON_KERNEL_TRACE
+  // The slots pointer is read before the wait, so that recording adds no load to the chain after it.
+  trace::Slot* const slots = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 ? trace_slots : nullptr;
+  const uint64_t arrive = global_ns();
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+#ifdef PHOTON_KERNEL_TRACE
+  const uint64_t release = global_ns();
+  if (slots != nullptr) {
+    const uint64_t blocks = static_cast<uint64_t>(gridDim.x) * gridDim.y * gridDim.z;
+    const uint64_t block =
+        blockIdx.x + static_cast<uint64_t>(gridDim.x) * (blockIdx.y + static_cast<uint64_t>(gridDim.y) * blockIdx.z);
+    if (block < trace::kBlocks - 1 || block == blocks - 1) {
+      uint64_t grid;
+      unsigned sm;
+      asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      const uint64_t slot =
+          (grid % trace::kGrids) * trace::kBlocks + min(block, static_cast<uint64_t>(trace::kBlocks - 1));
+      slots[slot] = {grid, arrive, release,
+                     block | static_cast<uint64_t>(sm & 0xff) << 20 |
+                         static_cast<uint64_t>(blockDim.x * blockDim.y * blockDim.z) << 28 | blocks << 39};
+    }
+  }
 #endif
 }
 
