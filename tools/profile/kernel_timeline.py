@@ -5,9 +5,9 @@ Usage: kernel_timeline.py TRACE [--gap-us G] [--csv FILE]
 
 Each kernel launched through launch() stamps, per block, when it reached its PDL wait (arrive) and when the wait
 released it (release: the kernel before it had finished). The script orders the kernels by their first release,
-cuts the sequence into steps at gaps longer than G µs (default 40: the host's work between steps), takes the steps
-of the most frequent shape (decode steps replaying one CUDA graph) and prints one row per kernel of the last of
-them (a graph's kernels keep their grid ids across replays, so the trace holds each graph's latest replay):
+cuts the sequence into steps at gaps longer than G µs (default 40: the host's work between steps) and prints one
+row per kernel of the last of the longest steps — a graph's kernels keep their grid ids across replays, so the
+trace holds each graph's latest replay, and the decode graph's is the last one the program ran:
 
   chain   the next kernel's first release - this kernel's first release (µs): this kernel's share of the step (its
           work after the wait, its completion and the next kernel's release); the rows add up to the step
@@ -81,40 +81,34 @@ def main():
             current = []
         current.append(r)
     steps.append(current)
-    shapes = collections.Counter(tuple(sig(r) for r in st) for st in steps if len(st) >= 8)
-    if not shapes:
+    longest = max(len(st) for st in steps)
+    if longest < 8:
         sys.exit(f"no step of 8 or more kernels between gaps of {args.gap_us} µs")
-    last_seen = {tuple(sig(r) for r in st): i for i, st in enumerate(steps)}
-    shape, count = max(shapes.items(), key=lambda kv: (kv[1] * len(kv[0]), last_seen[kv[0]]))
-    # Kernels of a CUDA graph keep their grid id across replays, so each graph's latest replay is what the trace
-    # holds: the last step of that shape is the one the program ended with.
-    chosen = [st for st in steps if tuple(sig(r) for r in st) == shape][-1:]
-    n = len(shape)
+    step = [st for st in steps if len(st) == longest][-1]
+    shape = [sig(r) for r in step]
+    n = len(step)
 
-    def col(f, k):
-        vals = [v for v in (f(st, k) for st in chosen) if v is not None]
-        return statistics.mean(vals) / 1000.0 if vals else float("nan")
+    def us(ns):
+        return ns / 1000.0
 
-    chain = lambda st, k: st[k + 1]["first_release"] - st[k]["first_release"] if k + 1 < n else None
-    ready = lambda st, k: st[k]["first_arrive"] - st[k - 1]["first_release"] if k > 0 else None
-    late = lambda st, k: st[k]["last_arrive"] - st[k]["first_release"]
-    spread = lambda st, k: st[k]["last_release"] - st[k]["first_release"]
-    table = [(k, shape[k][0], f"{chosen[-1][k]['recorded']}/{shape[k][1]}",
-              col(chain, k), col(ready, k), col(late, k), col(spread, k)) for k in range(n)]
+    table = [(k, shape[k][0], f"{step[k]['recorded']}/{shape[k][1]}",
+              us(step[k + 1]["first_release"] - step[k]["first_release"]) if k + 1 < n else float("nan"),
+              us(step[k]["first_arrive"] - step[k - 1]["first_release"]) if k > 0 else float("nan"),
+              us(step[k]["last_arrive"] - step[k]["first_release"]),
+              us(step[k]["last_release"] - step[k]["first_release"])) for k in range(n)]
     total = sum(t[3] for t in table[:-1])
     print(f"# kernel timeline: {args.trace}\n")
-    print(f"{len(chosen)} step(s) of {n} kernels averaged ({len(rows)} kernels recorded); first to last release "
-          f"{total:.1f} µs\n")
+    print(f"the last step of {n} kernels ({len(rows)} kernels recorded); first to last release {total:.1f} µs\n")
     header = "| # | threads | blocks | chain µs | ready µs | late µs | spread µs |\n| --- | --- | --- | --- | --- | --- | --- |"
     print(header)
     for t in table:
         print(f"| {t[0]} | {t[1]} | {t[2]} | " + " | ".join(f"{v:.2f}" for v in t[3:]) + " |")
-    p = layer_period(list(shape))
+    p = layer_period(shape)
     if p:
         # Layers: the positions where the p-long pattern that repeats most often starts.
-        starts = collections.Counter(shape[i:i + p] for i in range(n - p + 1))
+        starts = collections.Counter(tuple(shape[i:i + p]) for i in range(n - p + 1))
         pattern = max(starts.items(), key=lambda kv: kv[1])[0]
-        at = [i for i in range(n - p) if shape[i:i + p] == pattern]
+        at = [i for i in range(n - p) if tuple(shape[i:i + p]) == pattern]
         layers, last = [], -p
         for i in at:
             if i >= last + p:
