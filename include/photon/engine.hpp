@@ -29,6 +29,7 @@
 
 #include <photon/chat_template.hpp>
 #include <photon/export.hpp>
+#include <photon/finish_reason.hpp>
 #include <photon/sampling.hpp>
 #include <photon/status.hpp>
 #include <photon/tokenizer.hpp>
@@ -93,15 +94,6 @@ struct EngineConfig {
   std::function<void(uint64_t done, uint64_t total)> load_progress;
 };
 
-/// Why a request ended.
-enum class FinishReason : uint8_t {
-  kNone = 0,   ///< still running
-  kStop,       ///< EOS, a stop token id or a stop string
-  kLength,     ///< max_tokens or max_model_len reached
-  kCancelled,  ///< cancel() was called
-  kError,      ///< the request failed; RequestEvent::error says why
-};
-
 /// Serves one rank other than 0 of a multi-process tensor-parallel group (config.dist_init_addr and config.rank set,
 /// the rest as rank 0's): joins the group, loads this rank's share of the weights, then runs every step rank 0
 /// sends until rank 0's engine is destroyed. Blocks; returns ok when told to stop, or the first error (joining in
@@ -110,9 +102,6 @@ PHOTON_API Status run_tensor_parallel_worker(const EngineConfig& config);
 
 /// Number of CUDA GPUs this process can use: 0 without a CUDA build, a driver or a GPU. Thread-safe.
 PHOTON_API int cuda_device_count();
-
-/// "stop", "length", "cancelled", "error" (or "" for kNone): the OpenAI spellings where they exist.
-PHOTON_API const char* finish_reason_name(FinishReason reason);
 
 /// What happened to one request since the previous poll().
 struct RequestEvent {

@@ -2,10 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
-#include <photon/engine.hpp>
+#include <photon/finish_reason.hpp>
 #include <photon/sampling.hpp>
 
 namespace photon {
@@ -31,8 +30,6 @@ struct Request {
   int32_t num_preemptions = 0;
   double arrival_time = 0.0;  ///< engine clock, seconds
   double first_token_time = 0.0;
-  /// Text of the output (with stop strings) when the engine has a tokenizer; owned by the engine layer.
-  std::shared_ptr<void> text_stream;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

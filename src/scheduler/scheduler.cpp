@@ -155,22 +155,24 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-bool Scheduler::check_stop(Request& r) const {
+bool Scheduler::check_stop(Request& r, bool stop_string_hit) const {
   const int32_t last = r.tokens.back();
   if (r.num_output_tokens() >= r.params.max_tokens || r.num_tokens() >= config_.max_model_len) {
     r.finish_reason = FinishReason::kLength;
   }
   const bool is_eos = std::find(eos_ids_.begin(), eos_ids_.end(), last) != eos_ids_.end();
   const auto& stops = r.params.stop_token_ids;
-  if ((is_eos && !r.params.ignore_eos) || std::find(stops.begin(), stops.end(), last) != stops.end()) {
+  if (stop_string_hit || (is_eos && !r.params.ignore_eos) ||
+      std::find(stops.begin(), stops.end(), last) != stops.end()) {
     r.finish_reason = FinishReason::kStop;
   }
   return r.finish_reason != FinishReason::kNone;
 }
 
-std::vector<Request*> Scheduler::update(const SchedulerOutput& output, std::span<const int32_t> sampled) {
+std::vector<Request*> Scheduler::update(const SchedulerOutput& output, std::span<const int32_t> sampled,
+                                        std::span<const uint8_t> stop_string_hit) {
   advance(output, sampled);
-  return commit(output, sampled);
+  return commit(output, sampled, stop_string_hit);
 }
 
 void Scheduler::advance(const SchedulerOutput& output, std::span<const int32_t> placeholders) {
@@ -186,14 +188,15 @@ void Scheduler::advance(const SchedulerOutput& output, std::span<const int32_t> 
   }
 }
 
-std::vector<Request*> Scheduler::commit(const SchedulerOutput& output, std::span<const int32_t> sampled) {
+std::vector<Request*> Scheduler::commit(const SchedulerOutput& output, std::span<const int32_t> sampled,
+                                        std::span<const uint8_t> stop_string_hit) {
   std::vector<Request*> finished;
   for (size_t i = 0; i < output.scheduled.size(); ++i) {
     const ScheduledRequest& s = output.scheduled[i];
     Request* r = s.request;
     if (r == nullptr || r->is_finished() || !s.sample) continue;
     r->tokens.back() = sampled[i];  // advance() appended it; nothing is appended between the two
-    if (check_stop(*r)) {
+    if (check_stop(*r, !stop_string_hit.empty() && stop_string_hit[i] != 0)) {
       free_request(r);
       finished.push_back(r);
     }

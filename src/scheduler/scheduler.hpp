@@ -75,8 +75,12 @@ class Scheduler {
 
   /// Applies a step's results. `sampled[i]` is the token sampled for output.scheduled[i] (ignored unless it
   /// sampled). Appends tokens, advances num_computed_tokens, registers full blocks with the prefix cache and
-  /// finishes requests that hit EOS, a stop id, max_tokens or max_model_len. Returns the requests that finished.
-  std::vector<Request*> update(const SchedulerOutput& output, std::span<const int32_t> sampled);
+  /// finishes requests that hit EOS, a stop id, a stop string, max_tokens or max_model_len — the one place where a
+  /// generating request ends. `stop_string_hit[i]` non-zero says that the text of output.scheduled[i]'s new token
+  /// completed one of its stop strings (the engine's text stream decides that; empty: none did). Returns the
+  /// requests that finished.
+  std::vector<Request*> update(const SchedulerOutput& output, std::span<const int32_t> sampled,
+                               std::span<const uint8_t> stop_string_hit = {});
   /// update() in two halves, for planning the next step before this one's ids are known (async scheduling).
   /// advance(): advances num_computed_tokens, registers full blocks and appends `placeholders[i]` (a stand-in the
   /// model can resolve, see ForwardBatch::token_ids) for every request that sampled, so schedule() can plan the next
@@ -84,9 +88,10 @@ class Scheduler {
   /// advance() of the same output before anything else appends tokens. Entries whose request is null (dropped by
   /// the caller) or finished are skipped by both.
   void advance(const SchedulerOutput& output, std::span<const int32_t> placeholders);
-  std::vector<Request*> commit(const SchedulerOutput& output, std::span<const int32_t> sampled);
+  std::vector<Request*> commit(const SchedulerOutput& output, std::span<const int32_t> sampled,
+                               std::span<const uint8_t> stop_string_hit = {});
 
-  /// Ends a request now (cancel, stop string, error): frees its blocks. False when the id is unknown or finished.
+  /// Ends a request now (cancel, error): frees its blocks. False when the id is unknown or finished.
   bool finish_request(uint64_t id, FinishReason reason);
 
   /// Drops finished requests (after their final events were emitted).
@@ -108,7 +113,7 @@ class Scheduler {
   static QueueKey key(const Request& r) { return {r.params.priority, r.arrival}; }
   void preempt(Request* r);
   void free_request(Request* r);
-  bool check_stop(Request& r) const;
+  bool check_stop(Request& r, bool stop_string_hit) const;
 
   SchedulerConfig config_;
   BlockManager blocks_;

@@ -1,0 +1,279 @@
+// The step loop: Engine::step and the machinery beside it.
+//
+// A step goes schedule -> launch (build the batch, enqueue the forward pass) -> sample (enqueue the device sampling)
+// -> complete (wait for the sampled ids, read what the host needs, update the scheduler, emit events). Every
+// step() call completes exactly one launched step. With async scheduling the step after it is planned and launched
+// first, over placeholders for the ids still on their way, so the device runs it while the host completes this
+// one; synchronous scheduling is the same loop with nothing launched ahead.
+#include <algorithm>
+
+#include "core/logging.hpp"
+#include "engine/engine_impl.hpp"
+
+namespace photon {
+namespace {
+
+// Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p); those that want
+// logprobs of the raw logits sample on the host from a copy of their row. Both apply penalties and select the same
+// way (cpu::apply_penalties, cpu::sample_row).
+bool samples_on_device(const SamplingParams& p) { return !p.logprobs; }
+
+// Forgets the requests of a launched step that finished since it was planned (cancelled at a step boundary, or
+// stopped at the step before): their rows are computed but never read, their tokens discarded.
+void drop_finished(SchedulerOutput& out) {
+  for (ScheduledRequest& s : out.scheduled) {
+    if (s.request != nullptr && s.request->is_finished()) s.request = nullptr;
+  }
+}
+
+}  // namespace
+
+Status Engine::Impl::step() {
+  admit_requests();  // the step boundary: submissions in, cancellations applied
+  if (!inflight) {
+    SchedulerOutput out = scheduler->schedule();
+    if (out.empty()) return end_step();
+    inflight = launch(std::move(out));
+    sample(*inflight);
+  }
+  LaunchedStep current = std::move(*inflight);
+  inflight.reset();
+  advance(current);  // its tokens are on their way: placeholders stand in for them
+  if (may_launch_ahead(current)) {
+    SchedulerOutput next = scheduler->schedule();
+    if (!next.empty()) inflight = launch(std::move(next));
+  }
+  const Status status = complete(current);  // wait for its ids, update the scheduler, emit events
+  if (inflight) sample(*inflight);          // the step ahead samples once this one's tokens are committed
+  return end_step(status);
+}
+
+void Engine::Impl::admit_requests() {
+  std::vector<std::unique_ptr<Request>> incoming;
+  std::vector<uint64_t> cancelled;
+  {
+    std::lock_guard lock(mu);
+    incoming.swap(inbox);
+    cancelled.swap(cancels);
+  }
+  for (auto& r : incoming) {
+    Request& ref = *r;
+    const std::span<const int32_t> prompt(ref.tokens.data(), static_cast<size_t>(ref.num_prompt_tokens));
+    if (Status s = scheduler->add_request(std::move(r)); !s) {
+      ref.finish_reason = FinishReason::kError;
+      ref.state = RequestState::kFinished;
+      RequestEvent e;
+      e.error = s.message();
+      emit(ref, std::move(e));
+      continue;
+    }
+    if (tokenizer) text_streams.try_emplace(ref.id, *tokenizer, prompt, ref.params.stop);
+  }
+  for (uint64_t id : cancelled) {
+    if (scheduler->finish_request(id, FinishReason::kCancelled)) emit(*scheduler->find(id), {});
+  }
+}
+
+LaunchedStep Engine::Impl::launch(SchedulerOutput out) {
+  LaunchedStep step;
+  step.out = std::move(out);
+  for (const ScheduledRequest& s : step.out.scheduled) {
+    const Request& r = *s.request;
+    if (r.wants_prompt_logprobs() || (s.sample && !samples_on_device(r.params))) step.reads_rows_on_host = true;
+  }
+  runner->prepare(step.out);
+  auto logits = runner->execute();
+  if (logits) {
+    step.logits = std::move(*logits);
+  } else {
+    step.status = logits.status();
+  }
+  return step;
+}
+
+void Engine::Impl::sample(LaunchedStep& step) {
+  drop_finished(step.out);
+  if (!step.status.is_ok()) return;
+  device_samples.clear();
+  penalty_tokens.clear();
+  step.device_owner.clear();
+  for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = step.out.scheduled[i];
+    if (s.request == nullptr || !s.sample || !samples_on_device(s.request->params)) continue;
+    const Request& r = *s.request;
+    SampleRequest d = sample_request(r.params, r.seed, static_cast<uint64_t>(r.num_output_tokens()));
+    d.row = s.logits_begin + s.num_logits - 1;
+    if (has_penalties(r.params)) {
+      const std::span<const int32_t> all(r.tokens);
+      d.penalty_begin = static_cast<int32_t>(penalty_tokens.size());
+      append_penalty_tokens(all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                            all.subspan(static_cast<size_t>(r.num_prompt_tokens)), scratch.counts, penalty_tokens);
+      d.penalty_count = static_cast<int32_t>(penalty_tokens.size()) - d.penalty_begin;
+    }
+    device_samples.push_back(d);
+    step.device_owner.push_back(i);
+  }
+  // Two host buffers in turn: the step ahead's ids may land while the host still reads this step's.
+  step.host_ids = static_cast<int32_t*>(host_ids[next_host_ids].get());
+  next_host_ids ^= 1;
+  step.status = backend->sample(step.logits, device_samples, penalty_tokens, *device_ids, step.host_ids);
+}
+
+void Engine::Impl::advance(const LaunchedStep& step) {
+  if (!step.status.is_ok()) return;
+  // Device sample k stands in as placeholder -(k + 1), which the next forward pass resolves on the device.
+  std::vector<int32_t> placeholders(step.out.scheduled.size(), -1);
+  for (size_t k = 0; k < step.device_owner.size(); ++k) {
+    placeholders[step.device_owner[k]] = -static_cast<int32_t>(k) - 1;
+  }
+  for (const ScheduledRequest& s : step.out.scheduled) {
+    if (s.request == nullptr || s.request->is_finished()) continue;
+    const Request& r = *s.request;
+    num_prompt_tokens += std::max(0, std::min(s.num_new_tokens, r.num_prompt_tokens - r.num_computed_tokens));
+  }
+  scheduler->advance(step.out, placeholders);
+}
+
+bool Engine::Impl::may_launch_ahead(const LaunchedStep& step) const {
+  return async && step.status.is_ok() && !step.reads_rows_on_host;
+}
+
+Status Engine::Impl::complete(LaunchedStep& step) {
+  drop_finished(step.out);
+  if (!step.status.is_ok()) return fail(step.out, step.status);
+  const size_t n = step.out.scheduled.size();
+  std::vector<RequestEvent> events(n);
+  std::vector<int32_t> sampled = read_rows_on_host(step, events);
+  if (Status st = backend->wait_samples(); !st) return fail(step.out, st);
+  for (size_t k = 0; k < step.device_owner.size(); ++k) sampled[step.device_owner[k]] = step.host_ids[k];
+
+  // The text comes first: whether it completed a stop string is the stream's verdict, which the scheduler applies
+  // with the other stop checks.
+  std::vector<uint8_t> stop_string_hit(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (step.out.scheduled[i].request == nullptr || sampled[i] < 0) continue;
+    const auto stream = text_streams.find(step.out.scheduled[i].request->id);
+    if (stream == text_streams.end()) continue;
+    bool stopped = false;
+    events[i].text = stream->second.push(sampled[i], &stopped);
+    stop_string_hit[i] = stopped ? 1 : 0;
+  }
+  scheduler->commit(step.out, sampled, stop_string_hit);
+  ++num_steps;
+
+  const double t = now();
+  for (size_t i = 0; i < n; ++i) {
+    if (step.out.scheduled[i].request == nullptr) continue;
+    Request& r = *step.out.scheduled[i].request;
+    RequestEvent& e = events[i];
+    if (sampled[i] >= 0) {
+      e.token_ids.push_back(sampled[i]);
+      ++num_generated_tokens;
+      if (r.first_token_time == 0.0) r.first_token_time = t;
+    }
+    if (r.is_finished()) {
+      if (const auto stream = text_streams.find(r.id); stream != text_streams.end()) e.text += stream->second.finish();
+    } else if (e.token_ids.empty() && e.prompt_logprobs.empty()) {
+      continue;  // a prompt chunk with nothing to report
+    }
+    emit(r, std::move(e));
+  }
+  return Status::ok();
+}
+
+std::vector<int32_t> Engine::Impl::read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events) {
+  std::vector<int32_t> sampled(step.out.scheduled.size(), -1);
+  if (!step.reads_rows_on_host) return sampled;
+  const auto vocab = static_cast<size_t>(info.vocab_size);
+  const bool host_logits = backend->device() == Device::cpu();
+  // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).
+  auto host_rows = [&](int32_t first, int32_t count) -> const float* {
+    if (host_logits) return step.logits.data<float>() + static_cast<size_t>(first) * vocab;
+    host_logits_buffer.resize(static_cast<size_t>(count) * vocab);
+    backend->copy_to_host(step.logits.slice_rows(first, first + count), host_logits_buffer.data(),
+                          host_logits_buffer.size() * sizeof(float));
+    return host_logits_buffer.data();
+  };
+  for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
+    const ScheduledRequest& s = step.out.scheduled[i];
+    if (s.request == nullptr) continue;
+    Request& r = *s.request;
+    if (r.wants_prompt_logprobs()) {  // the scheduler gave every row of the chunk
+      // Prompt logprobs: row j sits at position num_computed + j and predicts the token after it. advance() has
+      // moved num_computed_tokens past the chunk.
+      events[i].prompt_logprobs_begin = r.next_prompt_logprob;
+      const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
+      const float* chunk = host_rows(s.logits_begin, s.num_logits);
+      for (int32_t j = 0; j < s.num_logits; ++j) {
+        const int32_t target = chunk_begin + j + 1;
+        if (target < r.next_prompt_logprob || target >= r.num_prompt_tokens) continue;
+        events[i].prompt_logprobs.push_back(token_logprob({chunk + static_cast<size_t>(j) * vocab, vocab},
+                                                          r.tokens[static_cast<size_t>(target)],
+                                                          *r.params.prompt_logprobs));
+        r.next_prompt_logprob = target + 1;
+      }
+    }
+    if (!s.sample || samples_on_device(r.params)) continue;  // device samples: only their ids come back
+    const float* row = host_rows(s.logits_begin + s.num_logits - 1, 1);
+    // advance() appended a placeholder for the token being chosen: the output so far excludes it.
+    const std::span<const int32_t> all(r.tokens.data(), r.tokens.size() - 1);
+    const uint64_t index = static_cast<uint64_t>(r.num_output_tokens()) - 1;
+    sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed, index, scratch);
+    if (r.params.logprobs) events[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
+  }
+  return sampled;
+}
+
+Status Engine::Impl::fail(const SchedulerOutput& out, const Status& status) {
+  // The batch failed as a whole: finish its requests with the error; the engine stays usable.
+  for (const auto& s : out.scheduled) {
+    if (s.request != nullptr && scheduler->finish_request(s.request->id, FinishReason::kError)) {
+      RequestEvent e;
+      e.error = status.message();
+      emit(*s.request, std::move(e));
+    }
+  }
+  log::error("step failed: {}", status.to_string());
+  return status;
+}
+
+Status Engine::Impl::end_step(Status status) {
+  // The scheduler deletes its finished requests here; a launched step must not keep pointers to them.
+  if (inflight) drop_finished(inflight->out);
+  scheduler->remove_finished();
+  refresh_stats();
+  return status;
+}
+
+void Engine::Impl::refresh_stats() {
+  const SchedulerStats s = scheduler->stats();
+  EngineStats e;
+  e.num_running = s.num_running;
+  e.num_waiting = s.num_waiting;
+  e.num_preemptions = s.num_preemptions;
+  e.num_steps = num_steps;
+  e.prefix_cache_queries = s.prefix_cache_queries;
+  e.prefix_cache_hit_tokens = s.prefix_cache_hits;
+  e.num_kv_blocks = s.num_blocks;
+  e.num_free_kv_blocks = s.num_free_blocks;
+  e.block_size = scheduler->config().block_size;
+  e.kv_capacity_tokens = static_cast<int64_t>(s.num_blocks) * e.block_size;
+  e.kv_usage = scheduler->block_manager().usage();
+  e.weight_bytes = weight_bytes;
+  // The processes of a multi-process group hold equal shares (same block count, same head counts per rank).
+  const uint64_t processes = group ? static_cast<uint64_t>(group->size()) : 1;
+  e.kv_cache_bytes = runner->kv_cache_bytes() * processes;
+  e.workspace_bytes = runner->workspace_bytes() * processes;
+  e.peak_device_bytes = 0;
+  for (const auto& b : backends) {
+    e.peak_device_bytes = std::max<uint64_t>(e.peak_device_bytes, b->allocator().peak_bytes());
+  }
+  e.num_prompt_tokens = num_prompt_tokens;
+  e.num_generated_tokens = num_generated_tokens;
+  std::lock_guard lock(mu);
+  e.num_waiting += static_cast<int32_t>(inbox.size());
+  last_stats = e;
+}
+
+}  // namespace photon
