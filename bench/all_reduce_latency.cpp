@@ -46,8 +46,7 @@ int main(int argc, char** argv) {
     raw.push_back(backends.back().get());
   }
   for (const char* path : {"peer", "nccl"}) {
-    setenv("PHOTON_PEER_ALL_REDUCE", path[0] == 'p' ? "1" : "0", 1);
-    auto comms = make_nccl_communicators(raw);
+    auto comms = make_nccl_communicators(raw, /*peer_all_reduce=*/path[0] == 'p');
     if (!comms) fail(comms.status());
     for (const size_t bytes : sizes) {
       std::vector<double> seconds(static_cast<size_t>(gpus));

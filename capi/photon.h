@@ -8,19 +8,29 @@
  *   - Handles are opaque. Each *_create has a *_destroy; destroy functions accept NULL.
  *   - Parameter structs start with `struct_size`; initialise them with their *_default() function, then change
  *     fields. The library reads only the fields that fit in struct_size, so programs built against older headers
- *     keep working with newer libraries. Bindings that declare their own copy of a struct (ctypes, cgo) set
- *     struct_size to the size of their declaration.
+ *     keep working with newer libraries. A *_default() function returns the struct by value, in this header's
+ *     layout: bindings that declare their own copy of a struct (ctypes, cgo) call the *_init(ptr, size) function
+ *     instead, which writes only `size` bytes (it sets struct_size to `size`).
  *   - Functions return photon_status (PHOTON_OK is 0). On an error, photon_engine_last_error(engine) — or
  *     photon_last_error() for functions without an engine, such as photon_engine_create — returns a message that
  *     says what went wrong and what to change.
- *   - Memory: callers own the buffers they pass in. Pointers inside returned structs (photon_event) point into
- *     engine-owned memory that stays valid until the next photon_poll on the same engine or its destruction.
+ *   - Memory: callers own the buffers they pass in. Pointers inside returned structs (photon_event,
+ *     photon_prompt_logprobs) point into engine-owned memory that stays valid until the next photon_poll on the
+ *     same engine or its destruction. Functions that write into a caller's buffer take its capacity and always
+ *     report the size needed; when the buffer is smaller they write nothing and return
+ *     PHOTON_ERROR_BUFFER_TOO_SMALL: call again with a buffer that large.
+ *   - Structs the library fills (photon_stats, photon_model_info) also start with `struct_size`: set it to the size
+ *     of your declaration. The library fills the fields that fit and sets struct_size to the bytes it filled; a
+ *     struct_size smaller than the struct's first published layout is PHOTON_ERROR_INVALID_ARGUMENT.
  *
  * Thread safety
  *   photon_submit, photon_cancel, photon_poll, photon_get_stats and photon_has_unfinished may be called from any
- *   thread at any time. photon_step must not run concurrently with itself on the same engine. photon_start runs
+ *   thread at any time, and so may photon_wait_for_events, photon_engine_model_info and the functions of a
+ *   tokenizer handle. photon_step must not run concurrently with itself on the same engine. photon_start runs
  *   the step loop on an engine-owned thread; do not call photon_step while it runs. Different engines are
- *   independent. photon_last_error is per thread; photon_engine_last_error is per engine.
+ *   independent. photon_last_error is per thread; photon_engine_last_error is per engine. photon_log_set and
+ *   photon_log_set_level may be called from any thread; the callback may be invoked from any thread, several at
+ *   once, and must not call back into the library.
  */
 #ifndef PHOTON_H
 #define PHOTON_H
@@ -41,7 +51,7 @@ extern "C" {
 /* Version of these headers. Compare with photon_version_major() etc. at run time; the ABI is stable within one
  * major version (the shared library's SOVERSION). */
 #define PHOTON_C_VERSION_MAJOR 0
-#define PHOTON_C_VERSION_MINOR 1
+#define PHOTON_C_VERSION_MINOR 2
 #define PHOTON_C_VERSION_PATCH 0
 
 PHOTON_C_API int photon_version_major(void);
@@ -60,7 +70,8 @@ typedef enum photon_status {
   PHOTON_ERROR_OUT_OF_MEMORY = 6,    /* an allocation failed or the memory budget is too small */
   PHOTON_ERROR_RESOURCE_EXHAUSTED = 7,
   PHOTON_ERROR_CANCELLED = 8,
-  PHOTON_ERROR_INTERNAL = 9 /* a bug; please report it with the message */
+  PHOTON_ERROR_INTERNAL = 9,        /* a bug; please report it with the message */
+  PHOTON_ERROR_BUFFER_TOO_SMALL = 10 /* a caller's buffer is too small; the size needed was written (since 0.2) */
 } photon_status;
 
 /* A short name for a status ("ok", "invalid argument", ...); static storage. */
@@ -69,6 +80,26 @@ PHOTON_C_API const char* photon_status_string(photon_status status);
 /* The message of the last failed call on this thread that had no engine (e.g. photon_engine_create); "" if none.
  * Valid until the next such call on the same thread. */
 PHOTON_C_API const char* photon_last_error(void);
+
+/* ---- logging --------------------------------------------------------------------------------------------------- */
+
+/* Severity of a log record, lowest first. */
+typedef enum photon_log_level {
+  PHOTON_LOG_DEBUG = 0,
+  PHOTON_LOG_INFO = 1,
+  PHOTON_LOG_WARN = 2, /* the default threshold */
+  PHOTON_LOG_ERROR = 3,
+  PHOTON_LOG_OFF = 4
+} photon_log_level;
+
+/* Receives one log record: a NUL-terminated UTF-8 message without a trailing newline, valid only during the call. */
+typedef void (*photon_log_callback)(photon_log_level level, const char* message, void* user_data);
+
+/* Sends the library's log records (process-wide) to `callback` with `user_data`; NULL restores the default, standard
+ * error. Records below the threshold (photon_log_set_level) are dropped before formatting. */
+PHOTON_C_API void photon_log_set(photon_log_callback callback, void* user_data);
+/* Records below `level` are dropped; PHOTON_LOG_OFF silences the library. Values outside the enum are ignored. */
+PHOTON_C_API void photon_log_set_level(photon_log_level level);
 
 /* ---- engine ---------------------------------------------------------------------------------------------------- */
 
@@ -94,9 +125,19 @@ typedef struct photon_engine_params {
   int32_t tensor_parallel_size;   /* GPUs (threads with device "cpu") to split the model across; default 1 */
   const char* dist_init_addr;     /* one process per rank: "host:port" where rank 0 listens; NULL: one process */
   int32_t rank;                   /* this process's rank with dist_init_addr (0 creates the engine) */
+  /* Since 0.2. */
+  int32_t enforce_eager;    /* non-zero: never replay decode steps as CUDA graphs (default 0) */
+  int32_t async_scheduling; /* non-zero (default): plan each step while the GPU runs the previous one */
+  int32_t peer_all_reduce;  /* non-zero (default): one-shot NVLink all-reduce for small tensor-parallel messages */
+  /* Called while weights load with (bytes done, bytes total, load_progress_user_data), on the creating thread; NULL
+   * (default) for none. */
+  void (*load_progress)(uint64_t done, uint64_t total, void* user_data);
+  void* load_progress_user_data;
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);
+/* Writes the defaults into the first `struct_size` bytes of *params (at least up to `model`; since 0.2). */
+PHOTON_C_API photon_status photon_engine_params_init(photon_engine_params* params, size_t struct_size);
 
 /* Loads the model and takes all memory up front. On success *out_engine owns a new engine; on failure it is set to
  * NULL and photon_last_error() says why. */
@@ -114,6 +155,29 @@ PHOTON_C_API const char* photon_engine_last_error(const photon_engine* engine);
 /* Facts about the loaded model. */
 PHOTON_C_API int64_t photon_engine_vocab_size(const photon_engine* engine);
 PHOTON_C_API int32_t photon_engine_max_model_len(const photon_engine* engine);
+
+/* Everything the engine knows about its model (since 0.2). Strings and arrays point into engine-owned memory valid
+ * for the engine's lifetime. */
+typedef struct photon_model_info {
+  size_t struct_size;
+  const char* architecture;       /* e.g. "LlamaForCausalLM" */
+  int64_t vocab_size;
+  int32_t max_model_len;          /* the engine's limit for prompt + output */
+  int32_t bos_token_id;           /* -1: the model has none */
+  const int32_t* eos_token_ids;
+  size_t num_eos_token_ids;
+  const char* device;             /* e.g. "cuda:0" */
+  const char* device_description; /* e.g. "NVIDIA H200 (sm_90, 139.8 GiB)" */
+} photon_model_info;
+
+/* Fills *out (see the struct_size convention above). */
+PHOTON_C_API photon_status photon_engine_model_info(const photon_engine* engine, photon_model_info* out);
+
+typedef struct photon_tokenizer photon_tokenizer;
+
+/* The engine's own tokenizer, or NULL when it has none (it then takes token ids only). Borrowed: valid for the
+ * engine's lifetime; do not destroy it. */
+PHOTON_C_API const photon_tokenizer* photon_engine_tokenizer(const photon_engine* engine);
 
 /* ---- requests -------------------------------------------------------------------------------------------------- */
 
@@ -140,6 +204,8 @@ typedef struct photon_sampling_params {
 } photon_sampling_params;
 
 PHOTON_C_API photon_sampling_params photon_sampling_params_default(void);
+/* Writes the defaults into the first `struct_size` bytes of *params (at least up to `temperature`; since 0.2). */
+PHOTON_C_API photon_status photon_sampling_params_init(photon_sampling_params* params, size_t struct_size);
 
 /* Queues a request for `num_tokens` prompt ids (copied). *out_request_id receives its id. */
 PHOTON_C_API photon_status photon_submit(photon_engine* engine, const int32_t* prompt, size_t num_tokens,
@@ -155,7 +221,7 @@ PHOTON_C_API photon_status photon_submit_chat(photon_engine* engine, const char*
                                               const char* extra_json, const photon_sampling_params* params,
                                               uint64_t* out_request_id);
 /* The prompt text a chat would produce (the chat template's output), into the caller's buffer: *out_len bytes, not
- * NUL-terminated; PHOTON_ERROR_RESOURCE_EXHAUSTED with *out_len set when `capacity` is too small. */
+ * NUL-terminated; PHOTON_ERROR_BUFFER_TOO_SMALL with *out_len set when `capacity` is too small. */
 PHOTON_C_API photon_status photon_render_chat(photon_engine* engine, const char* messages_json, const char* tools_json,
                                               const char* extra_json, int add_generation_prompt, char* text,
                                               size_t capacity, size_t* out_len);
@@ -167,6 +233,8 @@ PHOTON_C_API photon_status photon_cancel(photon_engine* engine, uint64_t request
 PHOTON_C_API photon_status photon_step(photon_engine* engine);
 /* 1 while any request is unfinished, else 0. */
 PHOTON_C_API int photon_has_unfinished(photon_engine* engine);
+/* Blocks until photon_poll has an event or `timeout_ms` passes; 1 when an event is waiting, else 0. */
+PHOTON_C_API int photon_wait_for_events(photon_engine* engine, int timeout_ms);
 /* Runs photon_step on an engine-owned thread whenever work is pending; photon_stop joins it. */
 PHOTON_C_API photon_status photon_start(photon_engine* engine);
 PHOTON_C_API void photon_stop(photon_engine* engine);
@@ -205,6 +273,24 @@ typedef struct photon_event {
  * Invalidates the arrays of events returned by the previous call. */
 PHOTON_C_API photon_status photon_poll(photon_engine* engine, photon_event* events, size_t capacity, size_t* out_count);
 
+/* Prompt logprobs carried by one event (since 0.2): requests submitted with prompt_logprobs >= 0 report them once
+ * computed, for prompt positions [begin, begin + count) (position 0 has none); count is 0 on other events. */
+typedef struct photon_prompt_logprobs {
+  size_t struct_size;
+  int32_t begin;
+  size_t count;
+  const int32_t* token_ids;  /* [count]: the prompt token at each position */
+  const float* logprobs;     /* [count]: its logprob given the tokens before it */
+  int32_t top_n;             /* alternatives per position */
+  const int32_t* top_ids;    /* [count * top_n], most likely first, or NULL */
+  const float* top_logprobs; /* [count * top_n], or NULL */
+} photon_prompt_logprobs;
+
+/* The prompt logprobs of events[index] of the last photon_poll (see the struct_size convention above); arrays valid
+ * like the event's. PHOTON_ERROR_INVALID_ARGUMENT when the last poll returned no event `index`. */
+PHOTON_C_API photon_status photon_event_prompt_logprobs(photon_engine* engine, size_t index,
+                                                        photon_prompt_logprobs* out);
+
 typedef struct photon_stats {
   size_t struct_size;
   int32_t num_running;
@@ -219,14 +305,18 @@ typedef struct photon_stats {
   uint64_t weight_bytes;
   uint64_t kv_cache_bytes;
   int64_t num_generated_tokens;
+  /* Since 0.2. */
+  int64_t prefix_cache_queries; /* prompt tokens looked up in the prefix cache (hits: prefix_cache_hit_tokens) */
+  int64_t num_prompt_tokens;    /* computed so far (cache hits excluded) */
+  int32_t block_size;           /* tokens per KV block */
+  uint64_t workspace_bytes;     /* activation buffers, all ranks together */
+  uint64_t peak_device_bytes;   /* most memory one device's allocator held at once */
 } photon_stats;
 
-/* Fills the fields of *out that fit in out->struct_size (set it to sizeof(photon_stats)). */
+/* Fills *out (see the struct_size convention above; the first layout ends at num_generated_tokens). */
 PHOTON_C_API photon_status photon_get_stats(photon_engine* engine, photon_stats* out);
 
 /* ---- tokenizer ------------------------------------------------------------------------------------------------- */
-
-typedef struct photon_tokenizer photon_tokenizer;
 
 /* Loads a tokenizer folder (tokenizer.json + tokenizer_config.json) or a tokenizer.json file. On failure
  * *out_tokenizer is NULL and photon_last_error() says why. A tokenizer is immutable: any thread may use it. */
@@ -234,7 +324,7 @@ PHOTON_C_API photon_status photon_tokenizer_load(const char* path, photon_tokeni
 PHOTON_C_API void photon_tokenizer_destroy(photon_tokenizer* tokenizer);
 /* Token ids of `text_len` bytes of UTF-8 (invalid bytes are replaced by U+FFFD) into the caller's `ids` buffer.
  * *out_count receives the number of ids; when it exceeds `capacity` the call returns
- * PHOTON_ERROR_RESOURCE_EXHAUSTED having written nothing: call again with a buffer that large. */
+ * PHOTON_ERROR_BUFFER_TOO_SMALL having written nothing: call again with a buffer that large. */
 PHOTON_C_API photon_status photon_tokenizer_encode(const photon_tokenizer* tokenizer, const char* text, size_t text_len,
                                                    int add_special_tokens, int32_t* ids, size_t capacity,
                                                    size_t* out_count);

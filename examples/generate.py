@@ -46,8 +46,10 @@ class Event(ctypes.Structure):
 def load_library():
     path = os.environ.get("PHOTON_LIBRARY") or ctypes.util.find_library("photon") or "libphoton.so.0"
     lib = ctypes.CDLL(path)
-    lib.photon_engine_params_default.restype = EngineParams
-    lib.photon_sampling_params_default.restype = SamplingParams
+    # The *_init functions write only the bytes of these declarations (the by-value *_default functions return the
+    # header's whole layout, which may be larger than what a binding declares).
+    lib.photon_engine_params_init.argtypes = [ctypes.POINTER(EngineParams), ctypes.c_size_t]
+    lib.photon_sampling_params_init.argtypes = [ctypes.POINTER(SamplingParams), ctypes.c_size_t]
     lib.photon_engine_create.argtypes = [ctypes.POINTER(EngineParams), ctypes.POINTER(ctypes.c_void_p)]
     lib.photon_last_error.restype = ctypes.c_char_p
     lib.photon_engine_last_error.argtypes = [ctypes.c_void_p]
@@ -68,17 +70,17 @@ def main():
         sys.exit("usage: generate.py MODEL [ID,ID,...]")
     prompt = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1, 2, 3]
     lib = load_library()
-    params = lib.photon_engine_params_default()
-    # struct_size says how much of the struct this program knows: the library reads no further.
-    params.struct_size = ctypes.sizeof(EngineParams)
+    # struct_size says how much of the struct this program knows: the library reads and writes no further.
+    params = EngineParams()
+    lib.photon_engine_params_init(ctypes.byref(params), ctypes.sizeof(EngineParams))
     params.model = sys.argv[1].encode()
     params.max_model_len = 256
     engine = ctypes.c_void_p()
     if lib.photon_engine_create(ctypes.byref(params), ctypes.byref(engine)) != 0:
         sys.exit("error: " + lib.photon_last_error().decode())
     try:
-        sampling = lib.photon_sampling_params_default()
-        sampling.struct_size = ctypes.sizeof(SamplingParams)
+        sampling = SamplingParams()
+        lib.photon_sampling_params_init(ctypes.byref(sampling), ctypes.sizeof(SamplingParams))
         sampling.temperature = 0.0
         sampling.max_tokens = 24
         sampling.ignore_eos = 1

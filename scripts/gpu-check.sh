@@ -228,8 +228,8 @@ if [ "$gpus" -ge 2 ]; then
   bench llama8b-b1-tp2 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \
     --tensor-parallel-size 2
   # The same with every all-reduce through NCCL (no one-shot peer all-reduce), for comparison.
-  PHOTON_PEER_ALL_REDUCE=0 bench llama8b-b1-tp2-nccl 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 \
-    --output-len 256 --tensor-parallel-size 2
+  bench llama8b-b1-tp2-nccl 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 \
+    --output-len 256 --tensor-parallel-size 2 --disable-custom-all-reduce
   # The same with one process per GPU: rank 1 serves in the background, rank 0 runs the benchmark.
   if [ -z "$filter" ] || grep -qE "$filter" <<<"llama8b-b1-tp2-procs"; then
     PHOTON_RANK=1 timeout 240 "$build/bin/photon" bench --device cuda --model dummy:llama-3.1-8b --num-prompts 1 \

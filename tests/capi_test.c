@@ -1,4 +1,5 @@
-/* The C ABI driven from C11: create, submit, step, poll, cancel, stats, errors, destroy. argv[1]: a model folder. */
+/* The C ABI driven from C11: create, submit, step, poll, cancel, stats, prompt logprobs, model info, logging,
+ * errors, destroy. argv[1]: a model folder. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,53 @@ static void drain(photon_engine* e, collected* out, uint64_t first_id, int count
   }
 }
 
+typedef struct {
+  int records;
+  int saw_engine_ready;
+} log_capture;
+
+static void capture_log(photon_log_level level, const char* message, void* user_data) {
+  log_capture* c = (log_capture*)user_data;
+  ++c->records;
+  if (level == PHOTON_LOG_INFO && strstr(message, "engine ready") != NULL) c->saw_engine_ready = 1;
+}
+
+static void count_progress(uint64_t done, uint64_t total, void* user_data) {
+  uint64_t* calls = (uint64_t*)user_data;
+  if (done <= total) ++*calls;
+}
+
+/* Greedy tokens of `prompt` on a fresh engine over `model` with the given scheduling; returns how many. */
+static int greedy_tokens(const char* model, int async_scheduling, int enforce_eager, int32_t* tokens) {
+  photon_engine_params p = photon_engine_params_default();
+  p.model = model;
+  p.num_kv_blocks = 16;
+  p.block_size = 4;
+  p.max_model_len = 32;
+  p.async_scheduling = async_scheduling;
+  p.enforce_eager = enforce_eager;
+  photon_engine* e = NULL;
+  if (photon_engine_create(&p, &e) != PHOTON_OK) return -1;
+  photon_sampling_params sp = photon_sampling_params_default();
+  sp.temperature = 0.0f;
+  sp.max_tokens = 10;
+  sp.ignore_eos = 1;
+  const int32_t prompt[] = {7, 8, 9, 10};
+  uint64_t id = 0;
+  int n = 0;
+  if (photon_submit(e, prompt, 4, &sp, &id) == PHOTON_OK) {
+    while (photon_has_unfinished(e)) {
+      photon_event ev[4];
+      size_t got = 0;
+      if (photon_step(e) != PHOTON_OK || photon_poll(e, ev, 4, &got) != PHOTON_OK) break;
+      for (size_t k = 0; k < got; ++k)
+        for (size_t t = 0; t < ev[k].num_tokens && n < 16; ++t) tokens[n++] = ev[k].token_ids[t];
+    }
+  }
+  photon_engine_destroy(e);
+  return n;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
@@ -55,6 +103,22 @@ int main(int argc, char** argv) {
   EXPECT(strcmp(photon_status_string(PHOTON_ERROR_NOT_FOUND), "not found") == 0);
   photon_engine_destroy(NULL);
 
+  /* A binding's older, shorter declaration: *_init writes its bytes only, and says what is too short. */
+  {
+    photon_engine_params older;
+    memset(&older, 0x5a, sizeof older);
+    const size_t first = offsetof(photon_engine_params, rank) + sizeof older.rank; /* the 0.1 layout */
+    EXPECT(photon_engine_params_init(&older, first) == PHOTON_OK);
+    EXPECT(older.struct_size == first && older.model == NULL && older.block_size > 0 && older.tensor_parallel_size == 1);
+    EXPECT(older.enforce_eager == 0x5a5a5a5a); /* past the declared size: untouched */
+    EXPECT(photon_engine_params_init(&older, 4) == PHOTON_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(photon_last_error(), "struct_size") != NULL);
+    photon_sampling_params sampling;
+    EXPECT(photon_sampling_params_init(&sampling, sizeof sampling) == PHOTON_OK);
+    EXPECT(sampling.struct_size == sizeof sampling && sampling.temperature == 1.0f && sampling.prompt_logprobs == -1);
+    EXPECT(photon_sampling_params_init(NULL, sizeof sampling) == PHOTON_ERROR_INVALID_ARGUMENT);
+  }
+
   photon_engine* e = NULL;
   photon_engine_params params = photon_engine_params_default();
   params.model = "/nonexistent/model";
@@ -62,14 +126,42 @@ int main(int argc, char** argv) {
   EXPECT(e == NULL);
   EXPECT(strstr(photon_last_error(), "config.json") != NULL);
 
+  /* Logging goes to the caller's callback, at the caller's level. */
+  log_capture logs = {0, 0};
+  photon_log_set(capture_log, &logs);
+  photon_log_set_level(PHOTON_LOG_INFO);
+  uint64_t progress_calls = 0;
   params.model = argv[1];
   params.block_size = 4;
   params.num_kv_blocks = 32;
   params.max_model_len = 64;
+  params.load_progress = count_progress;
+  params.load_progress_user_data = &progress_calls;
   EXPECT(photon_engine_create(&params, &e) == PHOTON_OK);
   if (e == NULL) return 1;
+  EXPECT(logs.saw_engine_ready == 1);
+  EXPECT(progress_calls > 0);
+  photon_log_set_level(PHOTON_LOG_OFF);
+  const int records = logs.records;
+  photon_engine* silent = NULL;
+  EXPECT(photon_engine_create(&params, &silent) == PHOTON_OK);
+  EXPECT(logs.records == records); /* below the threshold: dropped */
+  photon_engine_destroy(silent);
+  photon_log_set(NULL, NULL);
+  photon_log_set_level(PHOTON_LOG_WARN);
   EXPECT(photon_engine_vocab_size(e) == 1000);
   EXPECT(photon_engine_max_model_len(e) == 64);
+  EXPECT(photon_engine_tokenizer(e) == NULL);
+
+  photon_model_info info;
+  info.struct_size = sizeof info;
+  EXPECT(photon_engine_model_info(e, &info) == PHOTON_OK);
+  EXPECT(info.struct_size == sizeof info);
+  EXPECT(strcmp(info.architecture, "LlamaForCausalLM") == 0 && strcmp(info.device, "cpu") == 0);
+  EXPECT(info.vocab_size == 1000 && info.max_model_len == 64 && info.num_eos_token_ids >= 1);
+  info.struct_size = 3;
+  EXPECT(photon_engine_model_info(e, &info) == PHOTON_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(photon_engine_last_error(e), "struct_size") != NULL);
 
   photon_sampling_params sp = photon_sampling_params_default();
   sp.temperature = 0.0f;
@@ -92,6 +184,51 @@ int main(int argc, char** argv) {
   EXPECT(out[1].n == 12 && memcmp(out[0].tokens, out[1].tokens, sizeof(int32_t) * 12) == 0);
   EXPECT(out[2].finished && out[2].reason == PHOTON_FINISH_CANCELLED);
 
+  /* Prompt logprobs reach C callers, position by position. */
+  photon_sampling_params lp = photon_sampling_params_default();
+  lp.temperature = 0.0f;
+  lp.max_tokens = 2;
+  lp.prompt_logprobs = 2;
+  uint64_t lp_id = 0;
+  EXPECT(photon_submit(e, prompt, 6, &lp, &lp_id) == PHOTON_OK);
+  int32_t positions = 0, next_position = 1, sorted = 1;
+  while (photon_has_unfinished(e)) {
+    photon_event ev[4];
+    size_t n = 0;
+    EXPECT(photon_step(e) == PHOTON_OK);
+    /* One thread here: an event is waiting exactly when the poll returns one (a step may leave its tokens in
+     * flight until the next). */
+    const int waiting = photon_wait_for_events(e, 0);
+    EXPECT(photon_poll(e, ev, 4, &n) == PHOTON_OK);
+    EXPECT(waiting == (n > 0));
+    for (size_t k = 0; k < n; ++k) {
+      photon_prompt_logprobs pl;
+      pl.struct_size = sizeof pl;
+      EXPECT(photon_event_prompt_logprobs(e, k, &pl) == PHOTON_OK);
+      if (pl.count == 0) continue;
+      EXPECT(pl.begin == next_position && pl.top_n == 2);
+      for (size_t j = 0; j < pl.count; ++j) {
+        EXPECT(pl.token_ids[j] == prompt[pl.begin + (int32_t)j]);
+        EXPECT(pl.logprobs[j] <= 0.0f && pl.logprobs[j] <= pl.top_logprobs[2 * j] + 1e-6f);
+        if (pl.top_logprobs[2 * j] < pl.top_logprobs[2 * j + 1]) sorted = 0;
+      }
+      positions += (int32_t)pl.count;
+      next_position = pl.begin + (int32_t)pl.count;
+    }
+    photon_prompt_logprobs beyond;
+    beyond.struct_size = sizeof beyond;
+    EXPECT(photon_event_prompt_logprobs(e, n, &beyond) == PHOTON_ERROR_INVALID_ARGUMENT);
+  }
+  EXPECT(positions == 5 && sorted);
+  EXPECT(photon_wait_for_events(e, 1) == 0);
+
+  /* Scheduling switches: synchronous and eager engines give the same greedy tokens as the default. */
+  int32_t by_default[16], sync[16], eager[16];
+  const int n_default = greedy_tokens(argv[1], 1, 0, by_default);
+  EXPECT(n_default == 10);
+  EXPECT(greedy_tokens(argv[1], 0, 0, sync) == 10 && memcmp(by_default, sync, sizeof(int32_t) * 10) == 0);
+  EXPECT(greedy_tokens(argv[1], 1, 1, eager) == 10 && memcmp(by_default, eager, sizeof(int32_t) * 10) == 0);
+
   /* Bad input: a clear error, and the engine stays usable. */
   const int32_t bad[] = {5, 100000};
   uint64_t id = 0;
@@ -107,12 +244,20 @@ int main(int argc, char** argv) {
   EXPECT(stats.num_kv_blocks == 32 && stats.num_free_kv_blocks == 32);
   EXPECT(stats.num_generated_tokens >= 24);
   EXPECT(stats.weight_bytes > 0);
-  /* An older caller's smaller struct is filled only as far as it reaches. */
+  EXPECT(stats.struct_size == sizeof stats && stats.block_size == 4 && stats.num_prompt_tokens > 0);
+  /* A caller of the first layout (up to num_generated_tokens) is filled only as far as it reaches. */
   photon_stats small;
   memset(&small, 0x7f, sizeof small);
-  small.struct_size = offsetof(photon_stats, num_waiting);
+  small.struct_size = offsetof(photon_stats, num_generated_tokens) + sizeof small.num_generated_tokens;
   EXPECT(photon_get_stats(e, &small) == PHOTON_OK);
-  EXPECT(small.num_waiting == 0x7f7f7f7f);
+  EXPECT(small.num_kv_blocks == 32 && small.prefix_cache_queries == 0x7f7f7f7f7f7f7f7f);
+  /* A struct_size that is no layout at all is an error that says what to set. */
+  small.struct_size = offsetof(photon_stats, num_waiting);
+  EXPECT(photon_get_stats(e, &small) == PHOTON_ERROR_INVALID_ARGUMENT);
+  EXPECT(strstr(photon_engine_last_error(e), "sizeof(photon_stats)") != NULL);
+  photon_sampling_params tiny = photon_sampling_params_default();
+  tiny.struct_size = 1;
+  EXPECT(photon_submit(e, prompt, 6, &tiny, &id) == PHOTON_ERROR_INVALID_ARGUMENT);
 
   EXPECT(photon_submit_text(e, "hello", &sp, &id) == PHOTON_ERROR_UNSUPPORTED); /* no tokenizer here */
   EXPECT(photon_submit_chat(e, "[{\"role\":\"user\",\"content\":\"hi\"}]", NULL, NULL, &sp, &id) ==
@@ -128,8 +273,9 @@ int main(int argc, char** argv) {
   if (photon_tokenizer_load(path, &tok) == PHOTON_OK) {
     int32_t ids[8];
     size_t n = 0;
-    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_RESOURCE_EXHAUSTED &&
+    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_BUFFER_TOO_SMALL &&
            n == 4);
+    EXPECT(strcmp(photon_status_string(PHOTON_ERROR_BUFFER_TOO_SMALL), "buffer too small") == 0);
     EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 8, &n) == PHOTON_OK && n == 4);
     EXPECT(ids[0] == 128000 && ids[1] == 9906);
     char text[64];
@@ -152,7 +298,8 @@ int main(int argc, char** argv) {
     if (te != NULL) {
       const char* chat = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
       size_t need = 0;
-      EXPECT(photon_render_chat(te, chat, NULL, NULL, 1, text, 4, &need) == PHOTON_ERROR_RESOURCE_EXHAUSTED);
+      EXPECT(photon_engine_tokenizer(te) != NULL);
+      EXPECT(photon_render_chat(te, chat, NULL, NULL, 1, text, 4, &need) == PHOTON_ERROR_BUFFER_TOO_SMALL);
       char prompt[256];
       size_t plen = 0;
       EXPECT(photon_render_chat(te, chat, NULL, NULL, 1, prompt, sizeof prompt, &plen) == PHOTON_OK && plen == need);

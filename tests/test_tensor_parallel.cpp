@@ -242,7 +242,7 @@ TEST_CASE("GPU ranks over NCCL reproduce one GPU's logits within bf16 rounding",
     }
     std::vector<std::unique_ptr<Communicator>> comms;
     if (n > 1) {
-      auto made = make_nccl_communicators(raw);
+      auto made = make_nccl_communicators(raw, /*peer_all_reduce=*/true);
       INFO(made.status().to_string());
       REQUIRE(made.is_ok());
       comms = std::move(*made);
@@ -271,7 +271,7 @@ struct GpuRanks {
       backends.push_back(make_cuda_backend(r).value());
       raw.push_back(backends.back().get());
     }
-    auto made = make_nccl_communicators(raw);
+    auto made = make_nccl_communicators(raw, /*peer_all_reduce=*/true);
     INFO(made.status().to_string());
     REQUIRE(made.is_ok());
     comms = std::move(*made);

@@ -52,6 +52,8 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.flag("no-prefix-caching", "compute every prompt in full");
   a.flag("no-async-scheduling", "wait for each step's sampled tokens before planning the next");
   a.flag("enforce-eager", "never replay decode steps as CUDA graphs");
+  a.flag("disable-custom-all-reduce",
+         "tensor parallelism: use NCCL for every all-reduce, not the one-shot NVLink kernel for small messages");
   a.option("threads", "N", "CPU threads (default: OpenMP's choice, usually all cores)");
   a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
 }
@@ -131,6 +133,7 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   c.enable_prefix_caching = !a.has("no-prefix-caching");
   c.enforce_eager = a.has("enforce-eager");
   c.async_scheduling = !a.has("no-async-scheduling");
+  c.peer_all_reduce = !a.has("disable-custom-all-reduce");
   if (a.has("threads")) {
     PHOTON_ASSIGN_OR_RETURN(int64_t threads, a.get_int("threads", 1, 4096));
     omp_set_num_threads(static_cast<int>(threads));

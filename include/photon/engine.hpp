@@ -85,6 +85,10 @@ struct EngineConfig {
   /// whose every token is sampled on the device (no logprobs) on one rank; others run in turn. A
   /// request that stops has one token more computed, which is discarded. Outputs are identical either way.
   bool async_scheduling = true;
+  /// Tensor parallelism over the GPUs of one process: all-reduce decode steps' small messages (up to 1 MiB) with a
+  /// one-shot kernel over NVLink peer access instead of NCCL, where every pair of GPUs has peer access. The
+  /// environment variable PHOTON_PEER_ALL_REDUCE=0 turns it off too (for experiments without a rebuild).
+  bool peer_all_reduce = true;
   /// Seed of dummy weights and of requests that carry no seed.
   uint64_t seed = 0;
   /// Tokenizer folder or tokenizer.json; "" uses the model folder's when it has one. Without a tokenizer the

@@ -46,9 +46,11 @@ struct CommGroup {
 };
 
 // Messages up to 1 MiB (decode steps' hidden states) go through the one-shot peer all-reduce when every pair of
-// GPUs has peer access, unless PHOTON_PEER_ALL_REDUCE=0. Returns why not, or fills group.peer_workspaces.
-Status setup_peer_all_reduce(CommGroup& group) {
+// GPUs has peer access, unless the engine was configured without it or PHOTON_PEER_ALL_REDUCE=0. Returns why not, or
+// fills group.peer_workspaces.
+Status setup_peer_all_reduce(CommGroup& group, bool wanted) {
   const int n = static_cast<int>(group.devices.size());
+  if (!wanted) return Status(StatusCode::kUnsupported, "turned off (peer_all_reduce = false)");
   if (const char* env = std::getenv("PHOTON_PEER_ALL_REDUCE"); env != nullptr && std::strcmp(env, "0") == 0) {
     return Status(StatusCode::kUnsupported, "PHOTON_PEER_ALL_REDUCE=0");
   }
@@ -200,7 +202,8 @@ Result<cudaStream_t> stream_of(Backend& backend) {
 
 }  // namespace
 
-Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends) {
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends,
+                                                                          bool peer_all_reduce) {
   const int n = static_cast<int>(backends.size());
   std::vector<int> devices;
   std::vector<cudaStream_t> streams;
@@ -216,7 +219,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
   group->devices = std::move(devices);
   group->streams = std::move(streams);
   if (n > 1) {
-    if (Status peer = setup_peer_all_reduce(*group); peer.is_ok()) {
+    if (Status peer = setup_peer_all_reduce(*group, peer_all_reduce); peer.is_ok()) {
       log::info("tensor parallel: one-shot peer all-reduce for messages up to 1 MiB over {} GPUs", n);
     } else {
       log::info("tensor parallel: NCCL for every all-reduce ({})", peer.message());

@@ -13,8 +13,10 @@
 namespace photon {
 
 /// One group over GPUs driven by this process: communicator r belongs to backends[r] (each a CUDA backend on a
-/// different GPU). Errors: no NCCL in this build, a non-CUDA backend, NCCL's own failures.
-Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends);
+/// different GPU). With `peer_all_reduce`, small all-reduces take a one-shot kernel over peer access where every pair
+/// of GPUs has it (EngineConfig::peer_all_reduce). Errors: a non-CUDA backend, NCCL's own failures.
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends,
+                                                                          bool peer_all_reduce);
 
 class ProcessGroup;
 /// This process's rank of a multi-process group (one GPU per process, possibly on several hosts): rank 0 creates

@@ -201,7 +201,7 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
 #if defined(PHOTON_WITH_NCCL)
     std::vector<Backend*> raw;
     for (auto& b : local.backends) raw.push_back(b.get());
-    PHOTON_ASSIGN_OR_RETURN(local.communicators, make_nccl_communicators(raw));
+    PHOTON_ASSIGN_OR_RETURN(local.communicators, make_nccl_communicators(raw, config.peer_all_reduce));
 #else
     return no_nccl();
 #endif
