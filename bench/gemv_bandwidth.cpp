@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 
 namespace {
 

@@ -70,7 +70,7 @@ typedef enum photon_status {
   PHOTON_ERROR_OUT_OF_MEMORY = 6,    /* an allocation failed or the memory budget is too small */
   PHOTON_ERROR_RESOURCE_EXHAUSTED = 7,
   PHOTON_ERROR_CANCELLED = 8,
-  PHOTON_ERROR_INTERNAL = 9,        /* a bug; please report it with the message */
+  PHOTON_ERROR_INTERNAL = 9,         /* a bug; please report it with the message */
   PHOTON_ERROR_BUFFER_TOO_SMALL = 10 /* a caller's buffer is too small; the size needed was written (since 0.2) */
 } photon_status;
 
@@ -160,10 +160,10 @@ PHOTON_C_API int32_t photon_engine_max_model_len(const photon_engine* engine);
  * for the engine's lifetime. */
 typedef struct photon_model_info {
   size_t struct_size;
-  const char* architecture;       /* e.g. "LlamaForCausalLM" */
+  const char* architecture; /* e.g. "LlamaForCausalLM" */
   int64_t vocab_size;
-  int32_t max_model_len;          /* the engine's limit for prompt + output */
-  int32_t bos_token_id;           /* -1: the model has none */
+  int32_t max_model_len; /* the engine's limit for prompt + output */
+  int32_t bos_token_id;  /* -1: the model has none */
   const int32_t* eos_token_ids;
   size_t num_eos_token_ids;
   const char* device;             /* e.g. "cuda:0" */

@@ -1,9 +1,9 @@
 // The C ABI: a thin shim over the C++ Engine. Every entry point catches everything, so no exception crosses.
 #include "photon.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -221,7 +221,8 @@ namespace {
 // The C parameters as an EngineConfig (fields past the caller's struct_size keep their defaults), or why not.
 photon::Result<photon::EngineConfig> engine_config(const photon_engine_params* p) {
   using photon::Status, photon::StatusCode;
-  if (p == nullptr) return Status(StatusCode::kInvalidArgument, "params is NULL; start from photon_engine_params_default()");
+  if (p == nullptr)
+    return Status(StatusCode::kInvalidArgument, "params is NULL; start from photon_engine_params_default()");
   if (!PHOTON_HAS_FIELD(p, model)) {
     return Status(StatusCode::kInvalidArgument,
                   "params->struct_size is too small; initialise the struct with photon_engine_params_default()");
@@ -369,8 +370,8 @@ photon_status photon_engine_model_info(const photon_engine* engine, photon_model
   auto* e = const_cast<photon_engine*>(engine);
   return guarded(e, [&]() -> photon_status {
     if (out == nullptr) return fail(e, PHOTON_ERROR_INVALID_ARGUMENT, "out is NULL");
-    const size_t bytes = fill_size(e, out->struct_size, sizeof(photon_model_info), sizeof(photon_model_info),
-                                   "photon_model_info");
+    const size_t bytes =
+        fill_size(e, out->struct_size, sizeof(photon_model_info), sizeof(photon_model_info), "photon_model_info");
     if (bytes == 0) return PHOTON_ERROR_INVALID_ARGUMENT;
     const photon::ModelInfo& m = e->engine->model_info();
     std::call_once(e->info_once, [&] { e->eos_ids = m.eos_token_ids; });
@@ -424,8 +425,7 @@ photon_status photon_engine_params_init(photon_engine_params* params, size_t str
 }
 
 photon_status photon_sampling_params_init(photon_sampling_params* params, size_t struct_size) {
-  return init_prefix(params, struct_size,
-                     offsetof(photon_sampling_params, temperature) + sizeof(params->temperature),
+  return init_prefix(params, struct_size, offsetof(photon_sampling_params, temperature) + sizeof(params->temperature),
                      photon_sampling_params_default(), "photon_sampling_params");
 }
 
@@ -576,9 +576,9 @@ photon_status photon_event_prompt_logprobs(photon_engine* engine, size_t index, 
     if (index >= engine->handed_out.size()) {
       const size_t count = engine->handed_out.size();
       lock.unlock();  // fail() takes the lock itself
-      return fail(engine, PHOTON_ERROR_INVALID_ARGUMENT,
-                  "the last photon_poll returned " + std::to_string(count) + " events, not " +
-                      std::to_string(index + 1));
+      return fail(
+          engine, PHOTON_ERROR_INVALID_ARGUMENT,
+          "the last photon_poll returned " + std::to_string(count) + " events, not " + std::to_string(index + 1));
     }
     const photon_engine::Logprobs& lp = engine->prompt_logprobs[index];
     photon_prompt_logprobs full{};
@@ -597,9 +597,9 @@ photon_status photon_event_prompt_logprobs(photon_engine* engine, size_t index, 
 photon_status photon_get_stats(photon_engine* engine, photon_stats* out) {
   return guarded(engine, [&]() -> photon_status {
     if (out == nullptr) return fail(engine, PHOTON_ERROR_INVALID_ARGUMENT, "out is NULL");
-    const size_t bytes = fill_size(engine, out->struct_size,
-                                   offsetof(photon_stats, num_generated_tokens) + sizeof(int64_t),
-                                   sizeof(photon_stats), "photon_stats");
+    const size_t bytes =
+        fill_size(engine, out->struct_size, offsetof(photon_stats, num_generated_tokens) + sizeof(int64_t),
+                  sizeof(photon_stats), "photon_stats");
     if (bytes == 0) return PHOTON_ERROR_INVALID_ARGUMENT;
     const photon::EngineStats s = engine->engine->stats();
     photon_stats full{};

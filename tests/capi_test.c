@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
     memset(&older, 0x5a, sizeof older);
     const size_t first = offsetof(photon_engine_params, rank) + sizeof older.rank; /* the 0.1 layout */
     EXPECT(photon_engine_params_init(&older, first) == PHOTON_OK);
-    EXPECT(older.struct_size == first && older.model == NULL && older.block_size > 0 && older.tensor_parallel_size == 1);
+    EXPECT(older.struct_size == first && older.model == NULL && older.block_size > 0 &&
+           older.tensor_parallel_size == 1);
     EXPECT(older.enforce_eager == 0x5a5a5a5a); /* past the declared size: untouched */
     EXPECT(photon_engine_params_init(&older, 4) == PHOTON_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(photon_last_error(), "struct_size") != NULL);
@@ -273,8 +274,7 @@ int main(int argc, char** argv) {
   if (photon_tokenizer_load(path, &tok) == PHOTON_OK) {
     int32_t ids[8];
     size_t n = 0;
-    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_BUFFER_TOO_SMALL &&
-           n == 4);
+    EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 2, &n) == PHOTON_ERROR_BUFFER_TOO_SMALL && n == 4);
     EXPECT(strcmp(photon_status_string(PHOTON_ERROR_BUFFER_TOO_SMALL), "buffer too small") == 0);
     EXPECT(photon_tokenizer_encode(tok, "Hello world!", 12, 1, ids, 8, &n) == PHOTON_OK && n == 4);
     EXPECT(ids[0] == 128000 && ids[1] == 9906);

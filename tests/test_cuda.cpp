@@ -16,7 +16,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_backend.hpp"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "engine/sampler.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"

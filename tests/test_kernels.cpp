@@ -183,7 +183,12 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
   // Whole-context K/V per sequence; all of it is written to the cache (earlier context as if from earlier steps).
   std::vector<std::vector<float>> keys(ctx.size()), values(ctx.size());
   std::vector<float> cache(static_cast<size_t>(num_blocks) * 2 * kv_heads * bs * hd * 4);
-  cpu::KvView kv{cache.data(), kv_dtype, num_blocks, kv_heads, bs, hd};
+  PagedKv kv;
+  kv.cache = cache.data();
+  kv.element_bytes = static_cast<int32_t>(dtype_size(kv_dtype));
+  kv.num_kv_heads = kv_heads;
+  kv.block_size = bs;
+  kv.head_dim = hd;
   for (size_t s = 0; s < ctx.size(); ++s) {
     keys[s] = random_floats(static_cast<size_t>(ctx[s] * kv_heads * hd), rng);
     values[s] = random_floats(static_cast<size_t>(ctx[s] * kv_heads * hd), rng);
@@ -196,14 +201,19 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
     }
     std::vector<int32_t> slots(static_cast<size_t>(ctx[s]));
     for (int p = 0; p < ctx[s]; ++p) slots[p] = block_indices[block_indptr[s] + p / bs] * bs + p % bs;
-    cpu::cache_write(keys[s].data(), values[s].data(), kv_heads * hd, slots.data(), ctx[s], kv);
+    kv.slot_mapping = slots.data();
+    cpu::cache_write(keys[s].data(), values[s].data(), kv_heads * hd, ctx[s], kv);
   }
   const int total_q = query_start.back();
   const auto q = random_floats(static_cast<size_t>(total_q * heads * hd), rng);
   std::vector<float> out(q.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  cpu::paged_attention(q.data(), heads, kv, query_start.data(), ctx.data(), block_indptr.data(), block_indices.data(),
-                       3, scale, out.data());
+  kv.num_seqs = 3;
+  kv.query_start = query_start.data();
+  kv.seq_lens = ctx.data();
+  kv.block_indptr = block_indptr.data();
+  kv.block_indices = block_indices.data();
+  cpu::paged_attention(q.data(), heads, kv, scale, out.data());
   std::vector<double> ref(out.size());
   for (size_t s = 0; s < ctx.size(); ++s) {
     for (int i = 0; i < q_lens[s]; ++i) {
@@ -235,10 +245,16 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
 
 TEST_CASE("cache_write skips negative slots") {
   std::vector<float> cache(2 * 2 * 1 * 2 * 2, -7.0f);
-  cpu::KvView kv{cache.data(), DType::kF32, 2, 1, 2, 2};
-  const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
   const int32_t slots[] = {3, -1};
-  cpu::cache_write(k, v, 2, slots, 2, kv);
+  PagedKv kv;
+  kv.cache = cache.data();
+  kv.element_bytes = 4;
+  kv.num_kv_heads = 1;
+  kv.block_size = 2;
+  kv.head_dim = 2;
+  kv.slot_mapping = slots;
+  const float k[] = {1, 2, 3, 4}, v[] = {5, 6, 7, 8};
+  cpu::cache_write(k, v, 2, 2, kv);
   // slot 3 = block 1, offset 1: keys at ((1*2+0)*1+0)*2+1 rows of 2.
   CHECK(cache[(2 * 2 + 1) * 2] == 1.0f);
   CHECK(cache[(3 * 2 + 1) * 2 + 1] == 6.0f);

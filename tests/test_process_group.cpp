@@ -19,7 +19,7 @@
 #include "core/process_group.hpp"
 #include "cpu/process_communicator.hpp"
 #include "cpu/thread_communicator.hpp"
-#include "engine/model_runner.hpp"
+#include "engine/batch_message.hpp"
 #include "reference.hpp"
 
 using namespace photon;

@@ -13,6 +13,8 @@
 #include <span>
 #include <string>
 
+#include "core/paged_kv.hpp"
+#include "core/sample_request.hpp"
 #include "core/tensor.hpp"
 
 namespace photon {
@@ -50,32 +52,26 @@ struct KvCacheLayout {
   int64_t elements_per_block() const { return 2 * num_kv_heads * block_size * head_dim; }
 };
 
-/// One row of logits to turn into a token on the device (see Backend::sample). Layout shared with the GPU kernel.
-/// Penalties come first, in place on the row, over the request's entries of the penalty token list; then the
-/// selection.
-struct SampleRequest {
-  int32_t row = 0;           ///< row of the logits tensor
-  float temperature = 0.0f;  ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
-  int32_t top_k = 0;         ///< keep the top_k most likely tokens (0: all)
-  float top_p = 1.0f;        ///< then the smallest set of most likely tokens whose probability reaches top_p
-  float min_p = 0.0f;        ///< then the tokens with probability >= min_p * the top token's
-  int32_t reserved = 0;
-  uint64_t seed = 0;                ///< the request's random stream
-  uint64_t index = 0;               ///< which draw of that stream (the output position)
-  float repetition_penalty = 1.0f;  ///< every listed token: logit / p when positive, else logit * p
-  float presence_penalty = 0.0f;    ///< then, for tokens the output holds: minus presence + frequency * count
-  float frequency_penalty = 0.0f;
-  int32_t penalty_begin = 0;  ///< the request's entries of the penalty token list: [begin, begin + count)
-  int32_t penalty_count = 0;
-  int32_t reserved2 = 0;
-};
-
-/// A token a request's penalties apply to: each distinct token of its prompt and output once, with the number of
-/// times its output holds it (0 for prompt-only tokens). Layout shared with the GPU kernel.
-struct PenaltyToken {
-  int32_t token = 0;
-  int32_t output_count = 0;
-};
+/// The kernels' description of `cache` (one layer, `layout`) and of `batch`'s page tables (null: none, for a KV
+/// write) with `slots` (undefined: none, for attention). Borrows the tensors' memory.
+inline PagedKv paged_kv(const Tensor& cache, const KvCacheLayout& layout, const AttentionBatch* batch,
+                        const Tensor* slots) {
+  PagedKv kv;
+  kv.cache = cache.raw();
+  kv.element_bytes = static_cast<int32_t>(dtype_size(cache.dtype()));
+  kv.num_kv_heads = static_cast<int32_t>(layout.num_kv_heads);
+  kv.block_size = static_cast<int32_t>(layout.block_size);
+  kv.head_dim = static_cast<int32_t>(layout.head_dim);
+  if (batch != nullptr) {
+    kv.num_seqs = batch->num_seqs;
+    kv.query_start = batch->query_start.data<int32_t>();
+    kv.seq_lens = batch->seq_lens.data<int32_t>();
+    kv.block_indptr = batch->block_indptr.data<int32_t>();
+    kv.block_indices = batch->block_indices.data<int32_t>();
+  }
+  if (slots != nullptr) kv.slot_mapping = slots->data<int32_t>();
+  return kv;
+}
 
 class Backend {
  public:

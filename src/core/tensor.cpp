@@ -96,10 +96,4 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   return t;
 }
 
-std::string Tensor::describe() const {
-  std::string dims;
-  for (int i = 0; i < ndim_; ++i) dims += (i ? ", " : "") + std::to_string(shape_[static_cast<size_t>(i)]);
-  return fmt::format("{}[{}] {}", dtype_name(dtype_), dims, device_.to_string());
-}
-
 }  // namespace photon

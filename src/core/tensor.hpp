@@ -58,8 +58,6 @@ class Tensor {
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool is_contiguous() const;
-  /// True when the tensor keeps its memory alive (owning buffer or keep-alive handle).
-  bool owns_memory() const { return owner_ != nullptr; }
 
   void* raw() const { return data_; }
   template <typename T>
@@ -71,9 +69,6 @@ class Tensor {
   Tensor reshape(std::initializer_list<int64_t> shape) const;
   /// Rows [begin, end) along dimension 0; shares memory.
   Tensor slice_rows(int64_t begin, int64_t end) const;
-
-  /// "bf16[2048, 8192] cpu".
-  std::string describe() const;
 
  private:
   void set_shape(std::span<const int64_t> shape);

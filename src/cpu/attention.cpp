@@ -19,19 +19,23 @@ inline float load(const T* p, int64_t i) {
 }
 
 template <typename T>
-void attention_impl(const float* q, int64_t heads, const KvView& kv, const int32_t* query_start,
-                    const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
-                    int32_t num_seqs, float scale, float* out) {
+void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
+  const int32_t* query_start = kv.query_start;
+  const int32_t* seq_lens = kv.seq_lens;
+  const int32_t* block_indptr = kv.block_indptr;
+  const int32_t* block_indices = kv.block_indices;
+  const int32_t num_seqs = kv.num_seqs;
   const int64_t hd = kv.head_dim;
   const int64_t bs = kv.block_size;
-  const int64_t group = heads / kv.kv_heads;
+  const int64_t kv_heads = kv.num_kv_heads;
+  const int64_t group = heads / kv_heads;
   const int64_t num_tokens = query_start[num_seqs];
   const int64_t row = heads * hd;
   int32_t max_len = 0;
   for (int32_t s = 0; s < num_seqs; ++s) max_len = std::max(max_len, seq_lens[s]);
-  const auto* cache = static_cast<const T*>(kv.data);
-  const int64_t block_stride = 2 * kv.kv_heads * bs * hd;
-  const int64_t v_offset = kv.kv_heads * bs * hd;
+  const auto* cache = static_cast<const T*>(kv.cache);
+  const int64_t block_stride = 2 * kv_heads * bs * hd;
+  const int64_t v_offset = kv_heads * bs * hd;
 
 #pragma omp parallel
   {
@@ -78,13 +82,11 @@ void attention_impl(const float* q, int64_t heads, const KvView& kv, const int32
 
 }  // namespace
 
-void paged_attention(const float* q, int64_t heads, const KvView& kv, const int32_t* query_start,
-                     const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
-                     int32_t num_seqs, float scale, float* out) {
-  if (kv.dtype == DType::kBF16) {
-    attention_impl<uint16_t>(q, heads, kv, query_start, seq_lens, block_indptr, block_indices, num_seqs, scale, out);
+void paged_attention(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
+  if (kv.element_bytes == 2) {
+    attention_impl<uint16_t>(q, heads, kv, scale, out);
   } else {
-    attention_impl<float>(q, heads, kv, query_start, seq_lens, block_indptr, block_indices, num_seqs, scale, out);
+    attention_impl<float>(q, heads, kv, scale, out);
   }
 }
 

@@ -15,10 +15,6 @@
 namespace photon {
 namespace {
 
-cpu::KvView kv_view(const Tensor& cache, const KvCacheLayout& layout) {
-  return {cache.raw(), cache.dtype(), layout.num_blocks, layout.num_kv_heads, layout.block_size, layout.head_dim};
-}
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(Allocator& allocator) : allocator_(allocator) {}
@@ -106,15 +102,13 @@ class CpuBackend final : public Backend {
     }
     cpu::rope(q, t, q_width / hd, hd, q_width, cos.data<float>(), sin.data<float>());
     cpu::rope(k, t, layout.num_kv_heads, hd, ld, cos.data<float>(), sin.data<float>());
-    cpu::cache_write(k, k + kv_width, ld, slot_mapping.data<int32_t>(), t, kv_view(kv_cache, layout));
+    cpu::cache_write(k, k + kv_width, ld, t, paged_kv(kv_cache, layout, nullptr, &slot_mapping));
   }
 
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& batch,
                  float scale, Tensor& out) override {
-    cpu::paged_attention(q.data<float>(), q.size(1) / layout.head_dim, kv_view(kv_cache, layout),
-                         batch.query_start.data<int32_t>(), batch.seq_lens.data<int32_t>(),
-                         batch.block_indptr.data<int32_t>(), batch.block_indices.data<int32_t>(), batch.num_seqs, scale,
-                         out.data<float>());
+    cpu::paged_attention(q.data<float>(), q.size(1) / layout.head_dim, paged_kv(kv_cache, layout, &batch, nullptr),
+                         scale, out.data<float>());
   }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {

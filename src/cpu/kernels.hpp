@@ -46,25 +46,12 @@ void rope_cos_sin(const int32_t* positions, int64_t num_tokens, const float* inv
 void rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, int64_t ld, const float* cos,
           const float* sin);
 
-/// Paged KV cache geometry for one layer: [num_blocks][2][kv_heads][block_size][head_dim] of `dtype` (f32 or bf16).
-struct KvView {
-  void* data = nullptr;
-  DType dtype = DType::kF32;
-  int64_t num_blocks = 0;
-  int64_t kv_heads = 0;
-  int64_t block_size = 0;
-  int64_t head_dim = 0;
-};
+/// Writes k, v [T, kv_heads * head_dim] (token rows ld apart) to the slots of kv.slot_mapping (f32 or bf16 cache,
+/// kv.element_bytes 4 or 2). Negative slots are skipped.
+void cache_write(const float* k, const float* v, int64_t ld, int64_t num_tokens, const PagedKv& kv);
 
-/// Writes k, v [T, kv_heads * head_dim] (token rows ld apart) to their slots (block * block_size + offset).
-/// Negative slots are skipped.
-void cache_write(const float* k, const float* v, int64_t ld, const int32_t* slots, int64_t num_tokens,
-                 const KvView& kv);
-
-/// Causal paged attention; see Backend::attention. query_start/seq_lens/block_* as in AttentionBatch.
-void paged_attention(const float* q, int64_t heads, const KvView& kv, const int32_t* query_start,
-                     const int32_t* seq_lens, const int32_t* block_indptr, const int32_t* block_indices,
-                     int32_t num_seqs, float scale, float* out);
+/// Causal paged attention of q [T, heads * head_dim] over kv's sequences (see Backend::attention); out likewise.
+void paged_attention(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out);
 
 /// The token `p` selects from `logits` (p.row is not used): argmax when p.temperature is 0 (lowest id on ties),
 /// else the Gumbel-max draw keyed by (p.seed, p.index) among the top_k best tokens, within those the smallest set

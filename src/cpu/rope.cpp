@@ -36,18 +36,20 @@ void rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, int64_t
   }
 }
 
-void cache_write(const float* k, const float* v, int64_t ld, const int32_t* slots, int64_t num_tokens,
-                 const KvView& kv) {
-  const size_t elem = dtype_size(kv.dtype);
+void cache_write(const float* k, const float* v, int64_t ld, int64_t num_tokens, const PagedKv& kv) {
+  const DType dtype = kv.element_bytes == 2 ? DType::kBF16 : DType::kF32;
+  const size_t elem = dtype_size(dtype);
+  const int32_t* slots = kv.slot_mapping;
+  const int64_t kv_heads = kv.num_kv_heads;
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slots[t] < 0) continue;
     const int64_t block = slots[t] / kv.block_size;
     const int64_t offset = slots[t] % kv.block_size;
-    for (int64_t h = 0; h < kv.kv_heads; ++h) {
+    for (int64_t h = 0; h < kv_heads; ++h) {
       for (int which = 0; which < 2; ++which) {
         const float* src = (which == 0 ? k : v) + t * ld + h * kv.head_dim;
-        const int64_t index = (((block * 2 + which) * kv.kv_heads + h) * kv.block_size + offset) * kv.head_dim;
-        from_f32(src, kv.head_dim, kv.dtype, static_cast<char*>(kv.data) + static_cast<size_t>(index) * elem);
+        const int64_t index = (((block * 2 + which) * kv_heads + h) * kv.block_size + offset) * kv.head_dim;
+        from_f32(src, kv.head_dim, dtype, static_cast<char*>(kv.cache) + static_cast<size_t>(index) * elem);
       }
     }
   }

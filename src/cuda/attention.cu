@@ -12,7 +12,7 @@
 // split of at most kPreloadKeys keys copies them into shared memory first, the cached ones before the PDL wait.
 // f32 throughout.
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 
 namespace photon::cuda {
@@ -70,10 +70,12 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
 // so that only one round of loads (q and the newest keys) follows the wait.
 template <int kVec, int kHeadDim, int G, bool kPreload>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_seqs,
-                     int heads, int kv_heads, int head_dim, int block_size, float scale, int splits, uint16_t* out,
-                     float* part_out, float* part_ml, unsigned* arrivals) {
+    attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale, int splits,
+                     uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
+  const int32_t *query_start = kv.query_start, *seq_lens = kv.seq_lens;
+  const int32_t *block_indptr = kv.block_indptr, *block_indices = kv.block_indices;
+  const int num_seqs = kv.num_seqs, kv_heads = kv.num_kv_heads, head_dim = kv.head_dim, block_size = kv.block_size;
   const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
   __shared__ float qs[G][kMaxHeadDim];
   __shared__ float scores[G][kTile];
@@ -188,9 +190,9 @@ __global__ void __launch_bounds__(kThreads)
         }
       } else {
         for (int d = 0; d < hd; ++d) {
-          const float kv = bf2f(kp[d]);
+          const float kval = bf2f(kp[d]);
 #pragma unroll
-          for (int g = 0; g < G; ++g) dot[g] += qs[g][d] * kv;
+          for (int g = 0; g < G; ++g) dot[g] += qs[g][d] * kval;
         }
       }
 #pragma unroll
@@ -339,21 +341,19 @@ size_t attention_workspace_floats(int max_head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * (max_head_dim + 3);
 }
 
-void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
-                     int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     float* workspace, uint16_t* out, cudaStream_t s) {
+void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
+                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
-  const int group = group_size(heads, kv_heads, head_dim);
+  const int head_dim = kv.head_dim;
+  const int group = group_size(heads, kv.num_kv_heads, head_dim);
   const dim3 grid(static_cast<unsigned>(num_tokens), static_cast<unsigned>(heads / group),
                   static_cast<unsigned>(splits));
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
   const bool preload = splits > 1;  // splits of few keys exist only then
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                 \
-  launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, cache, query_start, seq_lens, block_indptr, \
-         block_indices, tokens, num_seqs, heads, kv_heads, head_dim, block_size, scale, splits, out, part_out,   \
+#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                      \
+  launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, heads, kv, tokens, scale, splits, out, part_out, \
          part_ml, arrivals)
 #define PHOTON_ATTENTION_PRELOAD(HD, G)       \
   if (preload) {                              \

@@ -1,4 +1,5 @@
-// Device helpers shared by the kernels: bf16 conversion, block-wide reductions and asynchronous copies.
+// Device helpers shared by the kernels: bf16 conversion and 16-byte packing, block-wide reductions and asynchronous
+// copies.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +12,24 @@ __device__ __forceinline__ float bf2f(uint16_t v) { return __uint_as_float(stati
 __device__ __forceinline__ uint16_t f2bf(float f) {
   const __nv_bfloat16 b = __float2bfloat16_rn(f);
   return *reinterpret_cast<const uint16_t*>(&b);
+}
+
+/// The 8 bf16 values of a 16-byte vector as f32.
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = __uint_as_float(w[e] << 16);
+    f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+  }
+}
+/// 8 f32 values rounded to bf16, as one 16-byte vector.
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    w[e] = static_cast<uint32_t>(f2bf(f[2 * e])) | (static_cast<uint32_t>(f2bf(f[2 * e + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

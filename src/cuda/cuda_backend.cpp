@@ -1,6 +1,5 @@
 #include "cuda/cuda_backend.hpp"
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,35 +14,19 @@
 #include "core/logging.hpp"
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/gemm.hpp"
 #include "cuda/kernel_trace.hpp"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 
 namespace photon {
 namespace {
 
-static_assert(sizeof(SampleRequest) == sizeof(cuda::SampleArgs), "SampleRequest and SampleArgs must match");
-static_assert(sizeof(PenaltyToken) == sizeof(cuda::PenaltyTokenArgs), "PenaltyToken and PenaltyTokenArgs must match");
-
-constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 // Split-KV partials for head dimensions up to 256.
 const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * sizeof(float);
 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
 int to_int(int64_t v) { return static_cast<int>(v); }
-
-// A cuBLASLt matmul plan for one shape, created once and reused.
-struct GemmPlan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  ~GemmPlan() {
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -61,9 +44,8 @@ class CudaBackend final : public Backend {
     for (cudaGraphExec_t g : graphs_) {
       if (g != nullptr) cudaGraphExecDestroy(g);
     }
-    plans_.clear();
-    if (lt_) cublasLtDestroy(lt_);
-    allocator_.deallocate(workspace_, kGemmWorkspaceBytes);
+    gemm_.reset();
+    allocator_.deallocate(gemm_workspace_, cuda::Gemm::kWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
@@ -75,8 +57,9 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&samples_ready_, cudaEventDisableTiming));
-    PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
-    PHOTON_ASSIGN_OR_RETURN(workspace_, allocator_.allocate(kGemmWorkspaceBytes));
+    PHOTON_ASSIGN_OR_RETURN(gemm_workspace_, allocator_.allocate(cuda::Gemm::kWorkspaceBytes));
+    gemm_ = std::make_unique<cuda::Gemm>();
+    PHOTON_RETURN_IF_ERROR(gemm_->init(gemm_workspace_));
     PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
 #ifdef PHOTON_KERNEL_TRACE
@@ -173,9 +156,8 @@ class CudaBackend final : public Backend {
     }
     cuda::qkv_rope_cache_write(bf16(qkv), qkv.stride(0), q_norm.defined() ? q_norm.data<float>() : nullptr,
                                k_norm.defined() ? k_norm.data<float>() : nullptr, eps, cos.data<float>(),
-                               sin.data<float>(), slots.data<int32_t>(), to_int(qkv.size(0)),
-                               to_int(q_out.size(1)) / hd, to_int(layout.num_kv_heads), hd, bf16_mut(kv_cache),
-                               to_int(layout.block_size), bf16_mut(q_out), stream_);
+                               sin.data<float>(), to_int(qkv.size(0)), to_int(q_out.size(1)) / hd,
+                               paged_kv(kv_cache, layout, nullptr, &slots), bf16_mut(q_out), stream_);
   }
   void attention(const Tensor& q, const Tensor& kv_cache, const KvCacheLayout& layout, const AttentionBatch& b,
                  float scale, Tensor& out) override {
@@ -186,22 +168,17 @@ class CudaBackend final : public Backend {
       return;
     }
     // Long prompt chunks: tensor-core tiles of 64 queries sharing each K/V tile.
+    const PagedKv kv = paged_kv(kv_cache, layout, &b, nullptr);
     if (b.num_prefill_seqs > 0) {
-      cuda::prefill_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
-                              b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
-                              b.prefill_seqs.data<int32_t>(), b.num_prefill_seqs, b.max_prefill_query_len, heads,
-                              to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, bf16_mut(out),
-                              stream_);
+      cuda::prefill_attention(bf16(q), heads, kv, b.prefill_seqs.data<int32_t>(), b.num_prefill_seqs,
+                              b.max_prefill_query_len, scale, bf16_mut(out), stream_);
     }
     // Decode tokens and short chunks: few tokens over long contexts split their keys across blocks
     // (flash-decoding); the split count depends only on the batch's shape, so a captured graph always sees the
     // same one.
     const int splits =
         cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
-    cuda::paged_attention(bf16(q), bf16(kv_cache), b.query_start.data<int32_t>(), b.seq_lens.data<int32_t>(),
-                          b.block_indptr.data<int32_t>(), b.block_indices.data<int32_t>(),
-                          b.decode_tokens.data<int32_t>(), b.num_decode_tokens, b.num_seqs, heads,
-                          to_int(layout.num_kv_heads), hd, to_int(layout.block_size), scale, splits,
+    cuda::paged_attention(bf16(q), heads, kv, b.decode_tokens.data<int32_t>(), b.num_decode_tokens, scale, splits,
                           static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
@@ -252,10 +229,10 @@ class CudaBackend final : public Backend {
     if (!penalty_tokens.empty()) {
       PHOTON_ASSIGN_OR_RETURN(const void* tokens, upload(penalty_tokens_, penalty_tokens.data(),
                                                          penalty_tokens.size() * sizeof(PenaltyToken)));
-      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
-                            static_cast<int>(n), static_cast<const cuda::PenaltyTokenArgs*>(tokens), stream_);
+      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
+                            static_cast<int>(n), static_cast<const PenaltyToken*>(tokens), stream_);
     }
-    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const cuda::SampleArgs*>(args),
+    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
                       static_cast<int>(n), ids.data<int32_t>(), stream_);
     PHOTON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
@@ -299,60 +276,26 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // out[M, N] = x[M, K] * w[N, K]^T in column-major terms: out^T (N x M) = W (N x K, i.e. K x N transposed) * x^T.
+  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for up to 8 rows (decode), cuBLASLt above.
   Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
     if (m == 0) return Status::ok();
+    const bool out_f32 = out.dtype() == DType::kF32;
     if (cuda::gemv_supported(static_cast<int>(m), static_cast<int>(k), ldx)) {
       cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w), static_cast<int>(n), static_cast<int>(k), out.raw(),
-                 out.dtype() == DType::kF32, stream_);
+                 out_f32, stream_);
       return Status::ok();
     }
-    const cudaDataType_t out_type = out.dtype() == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-    const auto key = std::make_tuple(m, n, k, ldx, static_cast<int>(out_type));
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      auto plan = std::make_unique<GemmPlan>();
-      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      PHOTON_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      PHOTON_CUBLAS_RETURN_IF_ERROR(
-          cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));
-      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, ldx));
-      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, out_type, n, m, n));
-      cublasLtMatmulPreference_t pref = nullptr;
-      PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-      size_t ws = kGemmWorkspaceBytes;
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      const cublasStatus_t hs =
-          cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
-      if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-        return Status(StatusCode::kInternal,
-                      fmt::format("cuBLASLt has no algorithm for a {}x{}x{} bf16 matmul", m, n, k));
-      }
-      plan->algo = result.algo;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    const GemmPlan& p = *it->second;
-    const float alpha = 1.0f, beta = 0.0f;
-    PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt_, p.op, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, out.raw(), p.c,
-                                                 out.raw(), p.c, &p.algo, workspace_, kGemmWorkspaceBytes, stream_));
-    return Status::ok();
+    return gemm_->run(x.raw(), m, k, ldx, w.raw(), n, out.raw(), out_f32, stream_);
   }
 
   int device_;
   cuda::CudaAllocator allocator_;
   cudaStream_t stream_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
-  void* workspace_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  void* gemm_workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, std::unique_ptr<GemmPlan>> plans_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
   cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
   Status error_;

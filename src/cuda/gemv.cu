@@ -13,7 +13,7 @@
 #include <algorithm>
 
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 
 namespace photon::cuda {

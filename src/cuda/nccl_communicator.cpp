@@ -12,7 +12,7 @@
 #include "core/logging.hpp"
 #include "core/process_group.hpp"
 #include "cuda/cuda_backend.hpp"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 
 namespace photon {
 namespace {
@@ -203,7 +203,7 @@ Result<cudaStream_t> stream_of(Backend& backend) {
 }  // namespace
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends,
-                                                                          bool peer_all_reduce) {
+                                                                           bool peer_all_reduce) {
   const int n = static_cast<int>(backends.size());
   std::vector<int> devices;
   std::vector<cudaStream_t> streams;

@@ -16,7 +16,7 @@ namespace photon {
 /// different GPU). With `peer_all_reduce`, small all-reduces take a one-shot kernel over peer access where every pair
 /// of GPUs has it (EngineConfig::peer_all_reduce). Errors: a non-CUDA backend, NCCL's own failures.
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<Backend* const> backends,
-                                                                          bool peer_all_reduce);
+                                                                           bool peer_all_reduce);
 
 class ProcessGroup;
 /// This process's rank of a multi-process group (one GPU per process, possibly on several hosts): rank 0 creates

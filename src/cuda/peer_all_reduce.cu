@@ -16,7 +16,7 @@
 #include <cstdio>
 
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 #include "cuda/row_norm.cuh"
 

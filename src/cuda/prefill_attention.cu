@@ -10,7 +10,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 
 namespace photon::cuda {
@@ -56,9 +56,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 template <int HD>
 __global__ void __launch_bounds__(kThreads)
-    prefill_kernel(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                   const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int tiles_per_seq,
-                   int heads, int kv_heads, int block_size, float scale_log2, uint16_t* out) {
+    prefill_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* seqs, int tiles_per_seq, float scale_log2,
+                   uint16_t* out) {
+  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
+  const int32_t *query_start = kv.query_start, *seq_lens = kv.seq_lens;
+  const int32_t *block_indptr = kv.block_indptr, *block_indices = kv.block_indices;
+  const int kv_heads = kv.num_kv_heads, block_size = kv.block_size;
   pdl_begin();
   constexpr int S = kStride<HD>;
   constexpr int kVecs = HD / 8;  // 16-byte vectors per row
@@ -217,35 +220,28 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HD>
-void launch_head_dim(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
-                     int max_query_len, int heads, int kv_heads, int block_size, float scale, uint16_t* out,
-                     cudaStream_t s) {
+void launch_head_dim(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* seqs, int num_seqs,
+                     int max_query_len, float scale, uint16_t* out, cudaStream_t s) {
   // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
   cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<HD>()));
   const int tiles = (max_query_len + kBlockQ - 1) / kBlockQ;
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
   constexpr float kLog2e = 1.4426950408889634f;
-  launch(prefill_kernel<HD>, grid, kThreads, smem_bytes<HD>(), s, q, cache, query_start, seq_lens, block_indptr,
-         block_indices, seqs, tiles, heads, kv_heads, block_size, scale * kLog2e, out);
+  launch(prefill_kernel<HD>, grid, kThreads, smem_bytes<HD>(), s, q, heads, kv, seqs, tiles, scale * kLog2e, out);
 }
 
 }  // namespace
 
 bool prefill_attention_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
-void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                       const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
-                       int max_query_len, int heads, int kv_heads, int head_dim, int block_size, float scale,
-                       uint16_t* out, cudaStream_t s) {
+void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* seqs, int num_seqs,
+                       int max_query_len, float scale, uint16_t* out, cudaStream_t s) {
   if (num_seqs == 0) return;
-  if (head_dim == 64) {
-    launch_head_dim<64>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len,
-                        heads, kv_heads, block_size, scale, out, s);
+  if (kv.head_dim == 64) {
+    launch_head_dim<64>(q, heads, kv, seqs, num_seqs, max_query_len, scale, out, s);
   } else {
-    launch_head_dim<128>(q, cache, query_start, seq_lens, block_indptr, block_indices, seqs, num_seqs, max_query_len,
-                         heads, kv_heads, block_size, scale, out, s);
+    launch_head_dim<128>(q, heads, kv, seqs, num_seqs, max_query_len, scale, out, s);
   }
 }
 

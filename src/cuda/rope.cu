@@ -1,7 +1,7 @@
 // RoPE (rotate-half) on q and k, fused with Qwen3's q/k RMSNorm, the split of the fused q/k/v projection and the
 // write of k and v into the paged KV cache.
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
 
 namespace photon::cuda {
@@ -27,8 +27,10 @@ constexpr int kHeadsPerBlock = 8;    // one warp per head
 // copied; q goes to q_out, k and v to the cache. Lane l holds the rotation pairs (p, p + half) for p = l, l + 32, ...
 __global__ void __launch_bounds__(kHeadsPerBlock * 32)
     qkv_rope_cache_kernel(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
-                          const float* cos, const float* sin, const int32_t* slots, int heads, int kv_heads, int hd,
-                          uint16_t* cache, int block_size, uint16_t* q_out) {
+                          const float* cos, const float* sin, int heads, PagedKv kv, uint16_t* q_out) {
+  const int32_t* slots = kv.slot_mapping;
+  const int kv_heads = kv.num_kv_heads, hd = kv.head_dim, block_size = kv.block_size;
+  uint16_t* cache = static_cast<uint16_t*>(kv.cache);
   pdl_begin();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kHeadsPerBlock + static_cast<int>(threadIdx.x >> 5);
@@ -101,13 +103,12 @@ void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_fre
 bool qkv_rope_supported(int head_dim) { return head_dim % 2 == 0 && head_dim <= 2 * 32 * kMaxPairsPerLane; }
 
 void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
-                          const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,
-                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out,
-                          cudaStream_t s) {
+                          const float* cos, const float* sin, int num_tokens, int heads, const PagedKv& kv,
+                          uint16_t* q_out, cudaStream_t s) {
   if (num_tokens <= 0) return;
-  const dim3 grid(num_tokens, (heads + 2 * kv_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
-  launch(qkv_rope_cache_kernel, grid, kHeadsPerBlock * 32, 0, s, qkv, ld, q_norm, k_norm, eps, cos, sin, slots, heads,
-         kv_heads, head_dim, cache, block_size, q_out);
+  const dim3 grid(num_tokens, (heads + 2 * kv.num_kv_heads + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  launch(qkv_rope_cache_kernel, grid, kHeadsPerBlock * 32, 0, s, qkv, ld, q_norm, k_norm, eps, cos, sin, heads, kv,
+         q_out);
 }
 
 }  // namespace photon::cuda

@@ -1,4 +1,4 @@
-// Device pieces of the vectorised RMSNorm, shared by the norm kernels (elementwise.cu) and the all-reduce fused with
+// Device pieces of the vectorised RMSNorm, shared by the norm kernels (rms_norm.cu) and the all-reduce fused with
 // the norm (peer_all_reduce.cu), so that both round exactly alike. A block of kThreads threads owns one row of `dim`
 // bf16 values (dim % 8 == 0); thread t holds the row's 16-byte vectors t, t + kThreads, ... (kVecs at most) as f32.
 #pragma once
@@ -6,24 +6,6 @@
 #include "cuda/common.cuh"
 
 namespace photon::cuda {
-
-/// The 8 bf16 values of a 16-byte vector as f32.
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    f[2 * e] = __uint_as_float(w[e] << 16);
-    f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
-  }
-}
-/// 8 f32 values rounded to bf16, as one 16-byte vector.
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e)
-    w[e] = static_cast<uint32_t>(f2bf(f[2 * e])) | (static_cast<uint32_t>(f2bf(f[2 * e + 1])) << 16);
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
 
 /// This thread's norm weights (f32 [dim], `vecs` = dim / 8 vectors in the row). Weights are constant, so callers load
 /// them before waiting on the previous kernel.

@@ -11,7 +11,7 @@
 
 #include "core/random.hpp"
 #include "cuda/common.cuh"
-#include "cuda/kernels.cuh"
+#include "cuda/kernels.hpp"
 
 namespace photon::cuda {
 namespace {
@@ -146,13 +146,13 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
 // One block per row; each listed token is distinct, so the threads never touch the same logit. The _rn intrinsics
 // keep every product and sum rounded on its own (no fused multiply-add), as the host computes them.
 __global__ void __launch_bounds__(kThreads)
-    penalties_kernel(float* logits, int vocab, const SampleArgs* args, const PenaltyTokenArgs* tokens) {
-  const SampleArgs a = args[blockIdx.x];
+    penalties_kernel(float* logits, int vocab, const SampleRequest* args, const PenaltyToken* tokens) {
+  const SampleRequest a = args[blockIdx.x];
   if (a.penalty_count == 0) return;
   float* row = logits + static_cast<int64_t>(a.row) * vocab;
   const bool additive = a.presence_penalty != 0.0f || a.frequency_penalty != 0.0f;
   for (int i = threadIdx.x; i < a.penalty_count; i += kThreads) {
-    const PenaltyTokenArgs e = tokens[a.penalty_begin + i];
+    const PenaltyToken e = tokens[a.penalty_begin + i];
     float l = row[e.token];
     if (a.repetition_penalty != 1.0f) {
       l = l > 0.0f ? __fdiv_rn(l, a.repetition_penalty) : __fmul_rn(l, a.repetition_penalty);
@@ -166,12 +166,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    sample_kernel(const float* logits, int vocab, const SampleArgs* args, int32_t* out_ids) {
+    sample_kernel(const float* logits, int vocab, const SampleRequest* args, int32_t* out_ids) {
   __shared__ float scratch[32];
   __shared__ double sums[kWarps][kPoints];
   __shared__ float best_values[32];
   __shared__ int best_ids[32];
-  const SampleArgs a = args[blockIdx.x];
+  const SampleRequest a = args[blockIdx.x];
   const float* row = logits + static_cast<int64_t>(a.row) * vocab;
   const bool greedy = a.temperature <= 0.0f;
   float max_logit = -INFINITY;
@@ -240,11 +240,11 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s) {
+void sample_rows(const float* logits, int vocab, const SampleRequest* args, int n, int32_t* out_ids, cudaStream_t s) {
   if (n > 0) sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
 }
 
-void apply_penalties(float* logits, int vocab, const SampleArgs* args, int n, const PenaltyTokenArgs* tokens,
+void apply_penalties(float* logits, int vocab, const SampleRequest* args, int n, const PenaltyToken* tokens,
                      cudaStream_t s) {
   if (n > 0) penalties_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, tokens);
 }

@@ -2,17 +2,12 @@
 // or on the ranks of a tensor-parallel group.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <span>
-#include <thread>
 #include <vector>
 
 #include "core/process_group.hpp"
-#include "models/decoder.hpp"
-#include "models/kv_cache.hpp"
+#include "engine/model_rank.hpp"
+#include "engine/rank_threads.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace photon {
@@ -20,21 +15,6 @@ namespace photon {
 /// Fills `batch` with the ragged batch of `output`: each scheduled request's new tokens, positions, KV slots and
 /// block table, and the logit rows it needs (every row of a prompt-logprobs chunk, else the last when sampling).
 void build_forward_batch(const SchedulerOutput& output, int32_t block_size, ForwardBatch& batch);
-
-/// A batch as bytes, for the other processes of a multi-process group (one message per step).
-void serialize_batch(const ForwardBatch& batch, std::vector<uint8_t>& out);
-/// The inverse; kFormatError for bytes that are not a serialised batch.
-Status deserialize_batch(std::span<const uint8_t> bytes, ForwardBatch& batch);
-/// The message that tells the other processes to stop (no batch serialises to it).
-std::vector<uint8_t> stop_message();
-bool is_stop_message(std::span<const uint8_t> bytes);
-
-/// One rank of the model: its backend, its share of the decoder and its KV heads' cache.
-struct ModelRank {
-  Backend* backend = nullptr;  ///< not owned; outlives the runner
-  std::unique_ptr<Decoder> decoder;
-  PagedKvCache kv_cache;
-};
 
 /// Drives the ranks. With one rank, execute() is a plain call. With several (tensor parallelism), rank 0 runs on
 /// the thread that calls execute() and every other rank on a thread of its own, which the runner owns: the
@@ -68,22 +48,11 @@ class ModelRunner {
   uint64_t workspace_bytes() const;
 
  private:
-  void worker(size_t rank);
-
   std::vector<ModelRank> ranks_;
   ProcessGroup* group_;  // not owned
   std::vector<uint8_t> message_;
   ForwardBatch batch_;
-
-  // Rank threads: `generation` counts steps handed out; each worker runs one forward per increment and counts
-  // itself into `finished`.
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> finished_{0};
-  bool stopping_ = false;
-  std::vector<Status> worker_status_;
+  std::unique_ptr<RankThreads> others_;  // ranks 1.. of a group in this process
 };
 
 }  // namespace photon

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -20,12 +23,15 @@
 namespace photon {
 namespace {
 
-Result<DType> parse_kv_dtype(const std::string& name, const Backend& backend) {
-  if (name == "auto") return backend.activation_dtype();
-  const auto d = parse_dtype(name);
+// The KV cache's dtype on `backend` (checked before anything is loaded).
+Result<DType> kv_cache_dtype(const std::string& name, const Backend& backend) {
+  const auto d = name == "auto" ? std::optional<DType>(backend.activation_dtype()) : parse_dtype(name);
   if (!d || (*d != DType::kF32 && *d != DType::kBF16)) {
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("KV cache dtype must be auto, f32 or bf16, not '{}'", name));
+  }
+  if (backend.device().kind == DeviceKind::kCuda && *d != DType::kBF16) {
+    return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
   }
   return *d;
 }
@@ -67,6 +73,11 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& device, int off
   return Status(StatusCode::kUnsupported,
                 "this build has no NCCL, which tensor parallelism on GPUs needs; install NCCL and reconfigure, or use "
                 "tensor_parallel_size 1");
+}
+
+// KV blocks one sequence of max_model_len tokens needs.
+int64_t blocks_per_seq(const EngineConfig& config, int32_t max_model_len) {
+  return (max_model_len + config.block_size - 1) / config.block_size;
 }
 
 // The KV blocks this rank can hold: an exact count, else a byte budget, else a share of the device's memory
@@ -146,82 +157,107 @@ Result<ModelSource> model_source(const EngineConfig& config) {
   return source;
 }
 
-Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSource& source, const ModelConfig& mc) {
-  LocalModel local;
+namespace {
+
+// Step 1: which tensor-parallel ranks this process hosts — all of them, or in a multi-process group its own.
+Result<std::vector<int>> hosted_ranks(const EngineConfig& config, const ModelConfig& mc) {
   const int tp = config.tensor_parallel_size;
   if (tp < 1 || tp > 64) return Status(StatusCode::kInvalidArgument, "tensor_parallel_size must be from 1 to 64");
   PHOTON_RETURN_IF_ERROR(check_tensor_parallel(mc, tp));
-  const bool distributed = !config.dist_init_addr.empty();
-  if (distributed && tp < 2) {
-    return Status(StatusCode::kInvalidArgument,
-                  "a multi-process group (dist_init_addr) needs tensor_parallel_size of 2 or more");
+  if (!config.dist_init_addr.empty()) {
+    if (tp < 2) {
+      return Status(StatusCode::kInvalidArgument,
+                    "a multi-process group (dist_init_addr) needs tensor_parallel_size of 2 or more");
+    }
+    return std::vector<int>{config.rank};
   }
-  // The ranks this process hosts: all of them, or its own.
-  std::vector<int> hosted;
-  if (distributed) {
-    hosted.push_back(config.rank);
-  } else {
-    for (int r = 0; r < tp; ++r) hosted.push_back(r);
-  }
-  const auto rank_context = [&](int r) { return fmt::format("tensor-parallel rank {}", r); };
+  std::vector<int> hosted(static_cast<size_t>(tp));
+  std::iota(hosted.begin(), hosted.end(), 0);
+  return hosted;
+}
 
+// Errors of one rank name it when there are several.
+Status for_rank(const EngineConfig& config, int rank, const Status& s) {
+  return config.tensor_parallel_size == 1 ? s : s.with_context(fmt::format("tensor-parallel rank {}", rank));
+}
+
+// Step 2: one backend per hosted rank. One GPU per rank, from the device's N on: in one process the ranks take
+// consecutive GPUs; in a group of processes rank r takes GPU N + (r mod the GPUs from N on), so that ranks placed
+// host by host fill each host.
+Status make_rank_backends(const EngineConfig& config, std::span<const int> hosted, LocalModel& local) {
+  const bool distributed = !config.dist_init_addr.empty();
   for (int r : hosted) {
-    // One GPU per rank, from the device's N on: in one process the ranks take consecutive GPUs; in a group of
-    // processes rank r takes GPU N + (r mod the GPUs from N on), so that ranks placed host by host fill each host.
     int offset = r;
     if (distributed && config.device != "cpu") {
       PHOTON_ASSIGN_OR_RETURN(const int first, first_gpu(config.device));
       offset = r % std::max(1, cuda_device_count() - first);
     }
     auto backend = make_backend(config.device, offset);
-    if (!backend) return tp == 1 ? backend.status() : backend.status().with_context(rank_context(r));
+    if (!backend) return for_rank(config, r, backend.status());
     local.backends.push_back(std::move(*backend));
   }
+  return Status::ok();
+}
+
+// Step 3: the communicators between the ranks: none for one rank, threads or NCCL in one process, and for a group
+// of processes its TCP group plus NCCL (GPUs) or messages over the group (CPUs).
+Status connect_ranks(const EngineConfig& config, LocalModel& local) {
+  const int tp = config.tensor_parallel_size;
   Backend& first = *local.backends[0];
   const bool on_gpu = first.device().kind == DeviceKind::kCuda;
-  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, parse_kv_dtype(config.kv_cache_dtype, first));
-  if (on_gpu && kv_dtype != DType::kBF16) {
-    return Status(StatusCode::kUnsupported, "the GPU keeps its KV cache in bf16; use kv_cache_dtype auto or bf16");
-  }
-  if (distributed) {
+  if (!config.dist_init_addr.empty()) {
     PHOTON_ASSIGN_OR_RETURN(local.group, ProcessGroup::join(config.dist_init_addr, config.rank, tp));
-    if (on_gpu) {
-#if defined(PHOTON_WITH_NCCL)
-      PHOTON_ASSIGN_OR_RETURN(auto comm, make_nccl_communicator(first, *local.group));
-      local.communicators.push_back(std::move(comm));
-#else
-      return no_nccl();
-#endif
-    } else {
+    if (!on_gpu) {
       local.communicators.push_back(make_process_communicator(*local.group));
+      return Status::ok();
     }
-  } else if (tp > 1 && !on_gpu) {
-    local.communicators = make_thread_communicators(tp);
-  } else if (tp > 1) {
 #if defined(PHOTON_WITH_NCCL)
-    std::vector<Backend*> raw;
-    for (auto& b : local.backends) raw.push_back(b.get());
-    PHOTON_ASSIGN_OR_RETURN(local.communicators, make_nccl_communicators(raw, config.peer_all_reduce));
+    PHOTON_ASSIGN_OR_RETURN(auto comm, make_nccl_communicator(first, *local.group));
+    local.communicators.push_back(std::move(comm));
+    return Status::ok();
 #else
     return no_nccl();
 #endif
   }
+  if (tp == 1) return Status::ok();
+  if (!on_gpu) {
+    local.communicators = make_thread_communicators(tp);
+    return Status::ok();
+  }
+#if defined(PHOTON_WITH_NCCL)
+  std::vector<Backend*> raw;
+  for (auto& b : local.backends) raw.push_back(b.get());
+  PHOTON_ASSIGN_OR_RETURN(local.communicators, make_nccl_communicators(raw, config.peer_all_reduce));
+  return Status::ok();
+#else
+  return no_nccl();
+#endif
+}
 
+// Step 4: each hosted rank's shard of the weights onto its device. Progress counts every hosted rank's bytes: rank
+// i's share is the i-th of n equal parts of the total.
+Result<std::vector<ModelWeights>> load_rank_weights(const EngineConfig& config, const ModelSource& source,
+                                                    const ModelConfig& mc, std::span<const int> hosted,
+                                                    LocalModel& local) {
   std::vector<ModelWeights> weights;
+  const auto n = static_cast<uint64_t>(hosted.size());
   for (size_t i = 0; i < hosted.size(); ++i) {
-    const int r = hosted[i];
-    // Progress counts every hosted rank's bytes: rank i's share is the i-th of n equal parts of the total.
     LoadProgress progress;
     if (config.load_progress) {
-      const auto n = static_cast<uint64_t>(hosted.size());
       progress = [&config, i, n](uint64_t done, uint64_t total) { config.load_progress(i * total + done, n * total); };
     }
-    auto w = load_model_weights(source, mc, *local.backends[i], make_shard(mc, r, tp), progress);
-    if (!w) return tp == 1 ? w.status() : w.status().with_context(rank_context(r));
+    auto w = load_model_weights(source, mc, *local.backends[i], make_shard(mc, hosted[i], config.tensor_parallel_size),
+                                progress);
+    if (!w) return for_rank(config, hosted[i], w.status());
     local.weight_bytes += w->bytes;
     weights.push_back(std::move(*w));
   }
+  return weights;
+}
 
+// Step 5: the decoder's limits: the engine's max_model_len (the model's context unless the config asks for less)
+// and the batch sizes its buffers are made for.
+Result<DecoderLimits> decoder_limits(const EngineConfig& config, const ModelConfig& mc) {
   int32_t max_model_len = static_cast<int32_t>(std::min<int64_t>(mc.max_position_embeddings, INT32_MAX / 2));
   if (config.max_model_len > 0) {
     if (config.max_model_len > max_model_len) {
@@ -231,30 +267,45 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
     }
     max_model_len = config.max_model_len;
   }
-  DecoderLimits& limits = local.limits;
+  DecoderLimits limits;
   limits.max_num_tokens = config.max_num_batched_tokens;
   limits.max_num_seqs = config.max_num_seqs;
   limits.max_num_logits = std::max(config.max_num_seqs, std::min(config.max_num_batched_tokens, 512));
-  const int64_t blocks_per_seq = (max_model_len + config.block_size - 1) / config.block_size;
-  limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq;
+  limits.max_num_blocks = static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq(config, max_model_len);
   limits.max_seq_len = max_model_len;
   limits.use_graphs = !config.enforce_eager;
-  for (size_t i = 0; i < hosted.size(); ++i) {
+  return limits;
+}
+
+// Step 6: a decoder per hosted rank over its weights.
+Status create_decoders(const EngineConfig& config, const ModelConfig& mc, std::vector<ModelWeights> weights,
+                       LocalModel& local) {
+  for (size_t i = 0; i < local.backends.size(); ++i) {
     ModelRank rank;
     rank.backend = local.backends[i].get();
-    Communicator* comm = tp > 1 ? local.communicators[i].get() : nullptr;
-    PHOTON_ASSIGN_OR_RETURN(rank.decoder, Decoder::create(mc, std::move(weights[i]), *rank.backend, limits, comm));
+    Communicator* comm = config.tensor_parallel_size > 1 ? local.communicators[i].get() : nullptr;
+    PHOTON_ASSIGN_OR_RETURN(rank.decoder,
+                            Decoder::create(mc, std::move(weights[i]), *rank.backend, local.limits, comm));
     local.ranks.push_back(std::move(rank));
   }
+  return Status::ok();
+}
 
-  // KV cache: budgets are per device; each rank holds its KV heads' share. Every rank's cache has the same block
-  // count, so that block ids mean the same everywhere.
-  const ModelConfig rank_config = shard_config(mc, make_shard(mc, hosted[0], tp));
+// Step 7: the KV caches. Budgets are per device; each rank holds its KV heads' share. Every rank's cache has the
+// same block count, so that block ids mean the same everywhere (a group of processes agrees on the smallest).
+Status create_kv_caches(const EngineConfig& config, const ModelConfig& mc, int first_rank, DType kv_dtype,
+                        LocalModel& local) {
+  Backend& first = *local.backends[0];
+  const bool on_gpu = first.device().kind == DeviceKind::kCuda;
+  const bool distributed = !config.dist_init_addr.empty();
+  const int tp = config.tensor_parallel_size;
+  const int32_t max_model_len = local.limits.max_seq_len;
+  const ModelConfig rank_config = shard_config(mc, make_shard(mc, first_rank, tp));
   const uint64_t per_block = PagedKvCache::bytes_per_block(rank_config, config.block_size, kv_dtype);
   std::string budget_hint;
   const int sharing = on_gpu || distributed ? 1 : tp;
-  PHOTON_ASSIGN_OR_RETURN(int64_t num_blocks,
-                          kv_blocks(config, first, per_block, sharing, blocks_per_seq, &budget_hint));
+  PHOTON_ASSIGN_OR_RETURN(int64_t num_blocks, kv_blocks(config, first, per_block, sharing,
+                                                        blocks_per_seq(config, max_model_len), &budget_hint));
   if (distributed) {
     PHOTON_ASSIGN_OR_RETURN(const GroupTotals totals, agree(*local.group, {num_blocks, local.weight_bytes}));
     num_blocks = totals.num_blocks;
@@ -272,6 +323,21 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
                             PagedKvCache::create(rank_config, *rank.backend, num_blocks, config.block_size, kv_dtype));
   }
   local.num_blocks = num_blocks;
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSource& source, const ModelConfig& mc) {
+  PHOTON_ASSIGN_OR_RETURN(const std::vector<int> hosted, hosted_ranks(config, mc));
+  LocalModel local;
+  PHOTON_RETURN_IF_ERROR(make_rank_backends(config, hosted, local));
+  PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, kv_cache_dtype(config.kv_cache_dtype, *local.backends[0]));
+  PHOTON_RETURN_IF_ERROR(connect_ranks(config, local));
+  PHOTON_ASSIGN_OR_RETURN(std::vector<ModelWeights> weights, load_rank_weights(config, source, mc, hosted, local));
+  PHOTON_ASSIGN_OR_RETURN(local.limits, decoder_limits(config, mc));
+  PHOTON_RETURN_IF_ERROR(create_decoders(config, mc, std::move(weights), local));
+  PHOTON_RETURN_IF_ERROR(create_kv_caches(config, mc, hosted[0], kv_dtype, local));
   return local;
 }
 

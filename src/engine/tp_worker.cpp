@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/logging.hpp"
+#include "engine/batch_message.hpp"
 #include "engine/model_runner.hpp"
 #include "engine/model_setup.hpp"
 #include "models/model_loader.hpp"

@@ -153,12 +153,6 @@ void BlockManager::release(std::vector<int32_t>& block_table) {
   block_table.clear();
 }
 
-void BlockManager::reset_prefix_cache() {
-  for (int32_t id = 0; id < num_blocks(); ++id) {
-    if (blocks_[static_cast<size_t>(id)].ref_count == 0) evict_hash(id);
-  }
-}
-
 int32_t BlockManager::num_referenced_blocks() const {
   return static_cast<int32_t>(
       std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.ref_count > 0; }));

@@ -46,9 +46,6 @@ class BlockManager {
   /// Drops one reference on each block of `block_table` (tail first) and clears it.
   void release(std::vector<int32_t>& block_table);
 
-  /// Forgets every cached (unreferenced) block, e.g. after weights change. Referenced blocks stay.
-  void reset_prefix_cache();
-
   /// Number of blocks with a positive reference count.
   int32_t num_referenced_blocks() const;
   /// Reference count of a block (for tests and invariant checks).

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include "core/paged_kv.hpp"
+#include "core/sample_request.hpp"
+
 namespace photon::cuda {
 
 /// out[t] = table[id - first_id], zeros where that row is outside the table's `rows`; id = ids[t], or
@@ -22,23 +25,22 @@ void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_fre
                   cudaStream_t s);
 /// Whether qkv_rope_cache_write handles this head dimension (<= 256).
 bool qkv_rope_supported(int head_dim);
-/// The fused projection's epilogue: qkv [T, (heads + 2 * kv_heads) * hd] rows ld apart; optional per-head RMSNorm of
-/// q and k (q_norm / k_norm f32 [hd], or null); RoPE of q and k with cos/sin [T, hd / 2]; q to q_out
-/// [T, heads * hd], k and v to the paged cache [blocks][2][kv_heads][block_size][hd] at `slots` (negative: skipped).
+/// The fused projection's epilogue: qkv [T, (heads + 2 * kv.num_kv_heads) * hd] rows ld apart; optional per-head
+/// RMSNorm of q and k (q_norm / k_norm f32 [hd], or null); RoPE of q and k with cos/sin [T, hd / 2]; q to q_out
+/// [T, heads * hd], k and v to kv's cache at kv.slot_mapping (negative: skipped; the page tables are not read).
 void qkv_rope_cache_write(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
-                          const float* cos, const float* sin, const int32_t* slots, int num_tokens, int heads,
-                          int kv_heads, int head_dim, uint16_t* cache, int block_size, uint16_t* q_out, cudaStream_t s);
+                          const float* cos, const float* sin, int num_tokens, int heads, const PagedKv& kv,
+                          uint16_t* q_out, cudaStream_t s);
 /// How many KV splits attention uses for this shape (1: none); a pure function of its arguments.
 int attention_splits(int num_tokens, int heads, int kv_heads, int head_dim, int max_seq_len);
 /// f32 workspace the split path needs for head dimensions up to max_head_dim (any split count it picks).
 size_t attention_workspace_floats(int max_head_dim);
-/// Causal GQA attention over the paged cache for the batch rows listed in `tokens` (num_tokens of them);
-/// arguments as in photon::AttentionBatch. `workspace` holds attention_workspace_floats(...) floats when splits > 1,
-/// zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to launch).
-void paged_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                     const int32_t* block_indptr, const int32_t* block_indices, const int32_t* tokens, int num_tokens,
-                     int num_seqs, int heads, int kv_heads, int head_dim, int block_size, float scale, int splits,
-                     float* workspace, uint16_t* out, cudaStream_t s);
+/// Causal GQA attention of q [T, heads * head_dim] over kv's sequences, for the batch rows listed in `tokens`
+/// (num_tokens of them; kv.slot_mapping is not read). `workspace` holds attention_workspace_floats(...) floats when
+/// splits > 1, zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to
+/// launch).
+void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
+                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s);
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);
@@ -52,43 +54,21 @@ void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int i
 
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);
-/// Causal attention for the prompt chunks of the sequences listed in `seqs` on tensor cores (FlashAttention-2
+/// Causal attention for the prompt chunks of kv's sequences listed in `seqs` on tensor cores (FlashAttention-2
 /// style tiles of 64 queries x 64 keys). `max_query_len` bounds those chunks.
-void prefill_attention(const uint16_t* q, const uint16_t* cache, const int32_t* query_start, const int32_t* seq_lens,
-                       const int32_t* block_indptr, const int32_t* block_indices, const int32_t* seqs, int num_seqs,
-                       int max_query_len, int heads, int kv_heads, int head_dim, int block_size, float scale,
-                       uint16_t* out, cudaStream_t s);
+void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* seqs, int num_seqs,
+                       int max_query_len, float scale, uint16_t* out, cudaStream_t s);
 
-/// One row to sample: argmax when temperature is 0, else Gumbel-max over logits[row] / temperature among the top_k
+/// One token per row: argmax when temperature is 0, else Gumbel-max over logits[row] / temperature among the top_k
 /// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
-/// whose probability is at least min_p times the top one's; penalties first (apply_penalties). Must match
-/// photon::SampleRequest's layout.
-struct SampleArgs {
-  int32_t row;
-  float temperature;
-  int32_t top_k;
-  float top_p;
-  float min_p;
-  int32_t pad;
-  uint64_t seed;
-  uint64_t index;
-  float repetition_penalty;
-  float presence_penalty;
-  float frequency_penalty;
-  int32_t penalty_begin;
-  int32_t penalty_count;
-  int32_t pad2;
-};
-/// One token a row's penalties apply to. Must match photon::PenaltyToken's layout.
-struct PenaltyTokenArgs {
-  int32_t token;
-  int32_t output_count;
-};
-void sample_rows(const float* logits, int vocab, const SampleArgs* args, int n, int32_t* out_ids, cudaStream_t s);
+/// whose probability is at least min_p times the top one's (penalties first: apply_penalties). `requests` [n] on the
+/// device.
+void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, int32_t* out_ids,
+                 cudaStream_t s);
 /// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
 /// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
 /// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.
-void apply_penalties(float* logits, int vocab, const SampleArgs* args, int n, const PenaltyTokenArgs* tokens,
+void apply_penalties(float* logits, int vocab, const SampleRequest* requests, int n, const PenaltyToken* tokens,
                      cudaStream_t s);
 
 /// Where the one-shot all-reduce between the GPUs of one process finds every rank's workspace: base[r] is rank r's

@@ -1,0 +1,35 @@
+// What the sampler is told about each row of logits: one layout for the host (engine, CPU backend) and the GPU
+// kernels, which read these structs as uploaded. Plain data, so .cu files include it too.
+#pragma once
+
+#include <cstdint>
+
+namespace photon {
+
+/// One row of logits to turn into a token (see Backend::sample). Penalties come first, in place on the row, over the
+/// request's entries of the penalty token list; then the selection.
+struct SampleRequest {
+  int32_t row = 0;           ///< row of the logits tensor
+  float temperature = 0.0f;  ///< 0: argmax (lowest id on ties); else Gumbel-max over logits / temperature
+  int32_t top_k = 0;         ///< keep the top_k most likely tokens (0: all)
+  float top_p = 1.0f;        ///< then the smallest set of most likely tokens whose probability reaches top_p
+  float min_p = 0.0f;        ///< then the tokens with probability >= min_p * the top token's
+  int32_t reserved = 0;
+  uint64_t seed = 0;                ///< the request's random stream
+  uint64_t index = 0;               ///< which draw of that stream (the output position)
+  float repetition_penalty = 1.0f;  ///< every listed token: logit / p when positive, else logit * p
+  float presence_penalty = 0.0f;    ///< then, for tokens the output holds: minus presence + frequency * count
+  float frequency_penalty = 0.0f;
+  int32_t penalty_begin = 0;  ///< the request's entries of the penalty token list: [begin, begin + count)
+  int32_t penalty_count = 0;
+  int32_t reserved2 = 0;
+};
+
+/// A token a request's penalties apply to: each distinct token of its prompt and output once, with the number of
+/// times its output holds it (0 for prompt-only tokens).
+struct PenaltyToken {
+  int32_t token = 0;
+  int32_t output_count = 0;
+};
+
+}  // namespace photon
