@@ -2,13 +2,19 @@
 # Installs PhotonInfer's build and test dependencies from the system package manager.
 # Idempotent: packages already present are left alone. Supported: Debian 12 (bookworm) and Ubuntu 24.04.
 # Elsewhere, install by hand: a C++20 compiler (GCC >= 12), CMake >= 3.25, Ninja, pkg-config, fmt >= 9,
-# nlohmann-json >= 3.11, PCRE2 and utf8proc (tokenizers), optionally libsentencepiece (tokenizer.model files), Catch2 v3 (tests), Google Benchmark (bench/), Python 3
+# nlohmann-json >= 3.11, Boost >= 1.74 headers (Beast and Asio, for the HTTP server), PCRE2 and utf8proc (tokenizers), optionally libsentencepiece (tokenizer.model files), Catch2 v3 (tests), Google Benchmark (bench/), Python 3
 # with Jinja2 and Node.js with npm (reference data for tests), clang 14 with its runtime and libomp (fuzzing),
 # clang-format and clang-tidy 14 (lint), and
 # optionally the CUDA toolkit >= 12.4.
 set -euo pipefail
 
+. /etc/os-release
+# Boost.Beast / Boost.Asio (header-only) for the HTTP server: Debian 12 names its 1.81 headers by version.
+boost=libboost-dev
+[ "${ID:-}" = debian ] && boost=libboost1.81-dev
+
 packages=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3-dev libbenchmark-dev libpcre2-dev
+          "$boost"
           libsentencepiece-dev
           libutf8proc-dev python3 python3-jinja2 clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
           clang-tidy-14)
@@ -27,7 +33,6 @@ fi
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
-. /etc/os-release
 case "${ID}:${VERSION_ID:-}" in
   debian:12)
     # Catch2 v3 is only in bookworm-backports (bookworm itself ships Catch2 v2).

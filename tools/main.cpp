@@ -23,6 +23,9 @@ constexpr Command kCommands[] = {
     {"tokenize", "text (JSON Lines of strings) to token ids", photon::cli::run_tokenize},
     {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
     {"template", "render a chat request with the model's chat template", photon::cli::run_template},
+#if defined(PHOTON_WITH_SERVER)
+    {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", photon::cli::run_serve},
+#endif
 };
 
 void print_help() {

@@ -28,7 +28,9 @@ class PHOTON_API ChatTemplate {
  public:
   /// Reads `dir`/tokenizer_config.json: its "chat_template" (a string, or a list of {"name", "template"} of which
   /// "default" is used) and its special tokens (bos_token, eos_token, ...), which templates read as variables.
-  static Result<std::unique_ptr<ChatTemplate>> load(const std::string& dir);
+  /// With `template_file`, the template's source is that file (a Jinja template) instead, and the special tokens
+  /// still come from `dir`/tokenizer_config.json when it exists. Errors: kNotFound for a folder without a template.
+  static Result<std::unique_ptr<ChatTemplate>> load(const std::string& dir, const std::string& template_file = "");
   /// From template source; `variables_json` is a JSON object of variables every render sees (e.g. bos_token).
   static Result<std::unique_ptr<ChatTemplate>> from_source(std::string_view source,
                                                            std::string_view variables_json = "{}");
@@ -48,7 +50,7 @@ class PHOTON_API ChatTemplate {
 
  private:
   ChatTemplate();
-  static Result<std::unique_ptr<ChatTemplate>> load_impl(const std::string& dir);
+  static Result<std::unique_ptr<ChatTemplate>> load_impl(const std::string& dir, const std::string& template_file);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

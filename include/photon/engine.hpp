@@ -91,6 +91,9 @@ struct EngineConfig {
   bool peer_all_reduce = true;
   /// Seed of dummy weights and of requests that carry no seed.
   uint64_t seed = 0;
+  /// A Jinja chat template file to use instead of the tokenizer folder's (tokenizer_config.json's chat_template);
+  /// its special tokens (bos_token, ...) still come from that folder. Needs a tokenizer. "" for the folder's own.
+  std::string chat_template;
   /// Tokenizer folder or tokenizer.json; "" uses the model folder's when it has one. Without a tokenizer the
   /// engine takes token ids only (no text prompts, text deltas or stop strings).
   std::string tokenizer;

@@ -81,6 +81,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
         fs::exists(fs::path(config.model) / "tokenizer.json", ec)) {
       path = config.model;
     }
+    if (path.empty() && !config.chat_template.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "a chat template needs a tokenizer: give the tokenizer folder (--tokenizer) too");
+    }
     if (!path.empty()) {
       auto tok = Tokenizer::load(path);
       if (!tok) return tok.status().with_context("loading the tokenizer");
@@ -92,8 +96,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       m.tokenizer = std::move(*tok);
       // The chat template comes from the same folder; a folder without one simply has no chat support.
       const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-      if (fs::exists(dir / "tokenizer_config.json", ec)) {
-        auto tmpl = ChatTemplate::load(dir.string());
+      if (!config.chat_template.empty() || fs::exists(dir / "tokenizer_config.json", ec)) {
+        auto tmpl = ChatTemplate::load(dir.string(), config.chat_template);
         if (tmpl) {
           m.chat_template = std::move(*tmpl);
         } else if (tmpl.status().code() != StatusCode::kNotFound) {

@@ -33,24 +33,34 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::from_source(std::string_view
   return t;
 }
 
-Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load(const std::string& dir) {
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load(const std::string& dir, const std::string& template_file) {
   try {
-    return load_impl(dir);
+    return load_impl(dir, template_file);
   } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
     return Status(StatusCode::kFormatError, fmt::format("{}/tokenizer_config.json: {}", dir, e.what()));
   }
 }
 
-Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load_impl(const std::string& dir) {
+Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load_impl(const std::string& dir,
+                                                              const std::string& template_file) {
   const std::string path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
-  PHOTON_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
-  const ordered_json cfg = ordered_json::parse(text, nullptr, false);
-  if (cfg.is_discarded() || !cfg.is_object()) {
-    return Status(StatusCode::kFormatError, fmt::format("{}: not a well-formed JSON object", path));
+  ordered_json cfg = ordered_json::object();
+  std::error_code ec;
+  if (template_file.empty() || std::filesystem::exists(path, ec)) {
+    PHOTON_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
+    cfg = ordered_json::parse(text, nullptr, false);
+    if (cfg.is_discarded() || !cfg.is_object()) {
+      return Status(StatusCode::kFormatError, fmt::format("{}: not a well-formed JSON object", path));
+    }
   }
   const auto it = cfg.find("chat_template");
   std::string source;
-  if (it != cfg.end() && it->is_string()) {
+  if (!template_file.empty()) {
+    auto file = read_text_file(template_file);
+    if (!file) return file.status().with_context("reading the chat template file");
+    source = std::move(*file);
+    if (source.empty()) return Status(StatusCode::kFormatError, fmt::format("{} is empty", template_file));
+  } else if (it != cfg.end() && it->is_string()) {
     source = it->get<std::string>();
   } else if (it != cfg.end() && it->is_array()) {
     for (const auto& named : *it) {
@@ -72,7 +82,7 @@ Result<std::unique_ptr<ChatTemplate>> ChatTemplate::load_impl(const std::string&
     if (t->is_object() && t->contains("content") && (*t)["content"].is_string()) vars[t.key()] = (*t)["content"];
   }
   auto result = from_source(source, vars.dump());
-  if (!result) return result.status().with_context(path);
+  if (!result) return result.status().with_context(template_file.empty() ? path : template_file);
   return result;
 }
 
