@@ -16,6 +16,7 @@
 
 #include "server/reasoning.hpp"
 #include "server/server.hpp"
+#include "server/tool_calls.hpp"
 
 namespace net = boost::asio;
 namespace beast = boost::beast;
@@ -371,4 +372,95 @@ TEST_CASE("reasoning is split from content across arbitrary text pieces") {
   photon::server::ReasoningSplitter plain;
   CHECK(plain.feed("a <t").content == "a ");
   CHECK(plain.feed("able>").content == "<table>");
+}
+
+TEST_CASE("tool calls are parsed out of Hermes tags and Llama 3 JSON, streamed in pieces") {
+  using photon::server::ToolCallFormat;
+  using photon::server::ToolCallParser;
+  const auto run = [](ToolCallFormat format, const std::vector<std::string>& pieces) {
+    ToolCallParser p(format);
+    ToolCallParser::Delta all;
+    for (const std::string& piece : pieces) {
+      auto d = p.feed(piece);
+      all.content += d.content;
+      for (auto& c : d.calls) all.calls.push_back(c);
+    }
+    auto d = p.finish();
+    all.content += d.content;
+    for (auto& c : d.calls) all.calls.push_back(c);
+    return std::make_pair(all, p.found_calls());
+  };
+  // Qwen3 / Hermes: text, then a call split across pieces, then another call.
+  auto [h, found] = run(ToolCallFormat::kHermes,
+                        {"Let me check.\n<tool", "_call>\n{\"name\": \"get_weather\", \"argu",
+                         "ments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>{\"name\":\"now\"}</tool_call>"});
+  CHECK(found);
+  CHECK(h.content == "Let me check.\n\n");
+  REQUIRE(h.calls.size() == 2);
+  CHECK(h.calls[0].name == "get_weather");
+  CHECK(json::parse(h.calls[0].arguments) == json({{"city", "Paris"}}));
+  CHECK(h.calls[0].id.starts_with("call_"));
+  CHECK(h.calls[0].id != h.calls[1].id);
+  CHECK(h.calls[1].arguments == "{}");
+  // Not a valid call: it stays text, tags included; an unterminated call too.
+  auto [bad, bad_found] = run(ToolCallFormat::kHermes, {"a <tool_call>{not json}</tool_call> b <tool_call>{\"na"});
+  CHECK_FALSE(bad_found);
+  CHECK(bad.content == "a <tool_call>{not json}</tool_call> b <tool_call>{\"na");
+  CHECK(bad.calls.empty());
+  // Llama 3: the whole answer is the call (python tag optional), or several separated by ';'.
+  auto [l, l_found] = run(ToolCallFormat::kLlamaJson,
+                          {"<|python", "_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\"}}"});
+  CHECK(l_found);
+  REQUIRE(l.calls.size() == 1);
+  CHECK(l.calls[0].name == "search");
+  CHECK(json::parse(l.calls[0].arguments)["q"] == "a;b");
+  auto [two, two_found] =
+      run(ToolCallFormat::kLlamaJson, {"{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"parameters\": {}}"});
+  CHECK(two.calls.size() == 2);
+  // Plain text streams through at once; JSON that is not a call stays content.
+  ToolCallParser text(ToolCallFormat::kLlamaJson);
+  CHECK(text.feed("The answer").content == "The answer");
+  auto [notcall, nc_found] = run(ToolCallFormat::kLlamaJson, {"{\"answer\": 42}"});
+  CHECK_FALSE(nc_found);
+  CHECK(notcall.content == "{\"answer\": 42}");
+}
+
+TEST_CASE("tools and tool results reach the chat template") {
+  const std::string qwen = tokenizer_cache() + "/qwen3";
+  if (!std::filesystem::exists(qwen + "/tokenizer.json")) SKIP("run scripts/fetch-tokenizers.sh");
+  photon::EngineConfig config = tiny("dummy:tiny-qwen3", qwen);
+  config.max_model_len = 512;
+  config.num_kv_blocks = 128;
+  auto server = start(config);
+  const uint16_t port = server->port();
+  const json tools = {{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"description", "Weather of a city"},
+                         {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
+  json messages = {{{"role", "user"}, {"content", "Weather in Paris?"}}};
+  const auto prompt_tokens = [&](const json& body) {
+    const Reply r = post(port, "/v1/chat/completions", body);
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body)["usage"]["prompt_tokens"].get<int>();
+  };
+  const int plain = prompt_tokens({{"messages", messages}, {"max_tokens", 1}});
+  const int with_tools = prompt_tokens({{"messages", messages}, {"tools", tools}, {"max_tokens", 1}});
+  const int none = prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 1}});
+  CHECK(with_tools > plain + 20);  // the tool schema is in the prompt
+  CHECK(none == plain);
+  // A finished round: the assistant's call (arguments as JSON text, as clients send them) and the tool's result.
+  messages.push_back({{"role", "assistant"},
+                      {"content", nullptr},
+                      {"tool_calls",
+                       {{{"id", "call_1"},
+                         {"type", "function"},
+                         {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}});
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C, sunny"}});
+  const int round = prompt_tokens({{"messages", messages}, {"tools", tools}, {"max_tokens", 1}});
+  CHECK(round > with_tools + 10);
+  CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tools", {{{"type", "function"}}}}}).status == 400);
+  CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tool_choice", "sometimes"}}).status == 400);
+  server->shutdown(1.0);
 }

@@ -32,6 +32,10 @@ ApiError ApiError::from_status(const Status& s) {
       e.status = 429;
       e.type = "rate_limit_error";
       break;
+    case StatusCode::kCancelled:  // the server is shutting down
+      e.status = 503;
+      e.type = "server_error";
+      break;
     case StatusCode::kNotFound:
       e.status = 404;
       e.type = "not_found_error";

@@ -18,8 +18,8 @@ struct ApiError {
   /// The JSON body.
   std::string body() const;
   static ApiError bad_request(std::string message, std::string param = {});
-  /// An engine error as the API reports it: invalid arguments 400, resource limits 429, unsupported features 400,
-  /// everything else 500.
+  /// An engine error as the API reports it: invalid arguments and unsupported features 400, resource limits 429,
+  /// not found 404, cancelled (shutting down) 503, everything else 500.
   static ApiError from_status(const Status& status);
 };
 

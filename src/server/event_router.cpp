@@ -5,16 +5,20 @@ namespace photon::server {
 EventRouter::EventRouter(Engine& engine, std::function<void(const RequestEvent&)> on_finished)
     : engine_(engine), on_finished_(std::move(on_finished)), thread_([this] { run(); }) {}
 
-EventRouter::~EventRouter() {
+EventRouter::~EventRouter() { stop(); }
+
+void EventRouter::stop() {
   stopping_ = true;
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   for (auto& [id, channel] : routes_) channel->close();
+  routes_.clear();
 }
 
 Result<uint64_t> EventRouter::submit(const std::function<Result<uint64_t>()>& submit,
                                      std::shared_ptr<EventChannel> channel) {
   std::lock_guard lock(mu_);
+  if (stopping_) return Status(StatusCode::kCancelled, "the server is shutting down");
   Result<uint64_t> id = submit();
   if (id) routes_[*id] = std::move(channel);
   return id;

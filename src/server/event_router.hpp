@@ -29,18 +29,21 @@ class EventRouter {
   /// Starts the polling thread over `engine` (not owned; outlives the router). `on_finished` sees every request's
   /// last event, routed or not (a cancelled request's too), on the polling thread.
   EventRouter(Engine& engine, std::function<void(const RequestEvent&)> on_finished);
-  /// Stops the thread; channels still registered are closed.
+  /// Calls stop().
   ~EventRouter();
   EventRouter(const EventRouter&) = delete;
   EventRouter& operator=(const EventRouter&) = delete;
 
   /// Runs `submit` (which calls Engine::submit and returns its result) and, on success, routes the new request's
-  /// events to `channel` until its last one. Thread-safe.
+  /// events to `channel` until its last one; kCancelled once stop() began. Thread-safe.
   Result<uint64_t> submit(const std::function<Result<uint64_t>()>& submit, std::shared_ptr<EventChannel> channel);
   /// Stops routing `id` (its later events are dropped). Thread-safe.
   void forget(uint64_t id);
   /// Cancels every routed request (they finish at the next step, and their last events are still routed).
   void cancel_all();
+  /// Stops the polling thread and closes every channel still registered (their receivers get an error); later
+  /// events are not routed. Idempotent. Call it while the channels' executors still run.
+  void stop();
   /// Requests whose last event has not been routed yet.
   size_t num_routed() const;
 

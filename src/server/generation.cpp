@@ -13,6 +13,7 @@
 
 #include "server/context.hpp"
 #include "server/reasoning.hpp"
+#include "server/tool_calls.hpp"
 
 namespace photon::server {
 namespace {
@@ -100,7 +101,9 @@ struct Choice {
   ReasoningSplitter splitter;
   std::vector<TokenLogprob> logprobs;
   Json completion_logprobs;      // completions only
-  size_t text_bytes = 0;         // completions: offset of the next token's text
+  std::optional<ToolCallParser> tools;  // chat with tools: calls parsed out of the content
+  std::vector<ToolCall> calls;
+  size_t text_bytes = 0;  // completions: offset of the next token's text
   bool prompt_reported = false;  // echo with logprobs: the prompt's first token went out
   size_t prompt_bytes = 0;       // offset of the next prompt token's text
   double last_token_at = 0.0;
@@ -175,7 +178,31 @@ Json usage_json(const std::vector<Choice>& choices) {
           {"prompt_tokens_details", {{"cached_tokens", choices.front().last.num_cached_prompt_tokens}}}};
 }
 
-const char* finish_reason(const RequestEvent& e) { return finish_reason_name(e.finish_reason); }
+// OpenAI's finish reason; a choice that stopped after making calls reports "tool_calls".
+const char* finish_reason(const RequestEvent& e, const Choice& c) {
+  if (e.finish_reason == FinishReason::kStop && c.tools && c.tools->found_calls()) return "tool_calls";
+  return finish_reason_name(e.finish_reason);
+}
+
+Json tool_calls_json(std::span<const ToolCall> calls, size_t first_index, bool with_index) {
+  Json out = Json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Json call = {{"id", calls[k].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+    if (with_index) call["index"] = first_index + k;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// Which call syntax the model writes: Hermes tags when its tokenizer has them (Qwen3), Llama 3's JSON otherwise.
+ToolCallFormat call_format(const Engine& engine) {
+  const Tokenizer* tok = engine.tokenizer();
+  if (tok != nullptr && tok->token_to_id("<tool_call>")) return ToolCallFormat::kHermes;
+  if (engine.model_info().architecture.starts_with("Llama")) return ToolCallFormat::kLlamaJson;
+  return ToolCallFormat::kHermes;
+}
 
 }  // namespace
 
@@ -222,6 +249,9 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
   // Submit the n copies; each has its own random stream (seed + index when the client gave a seed).
   auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor, EventRouter::kChannelCapacity);
   std::vector<Choice> choices(static_cast<size_t>(g.n));
+  if (endpoint == Endpoint::kChat && g.tools.is_array() && g.tool_choice != "none") {
+    for (Choice& c : choices) c.tools.emplace(call_format(*engine));
+  }
   std::unordered_map<uint64_t, size_t> index_of;
   const auto cancel_unfinished = [&] {
     for (const Choice& c : choices) {
@@ -333,6 +363,17 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
     } else {
       delta.content = ev.text;
     }
+    std::vector<ToolCall> new_calls;
+    if (c.tools) {
+      ToolCallParser::Delta t = c.tools->feed(delta.content);
+      if (ev.finished) {
+        ToolCallParser::Delta rest = c.tools->finish();
+        t.content += rest.content;
+        for (auto& call : rest.calls) t.calls.push_back(std::move(call));
+      }
+      delta.content = std::move(t.content);
+      new_calls = std::move(t.calls);
+    }
     Json lp = nullptr;
     if (g.logprobs >= 0) {
       if (chat) {
@@ -375,16 +416,18 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
         Json d = Json::object();
         if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
         if (!delta.content.empty()) d["content"] = delta.content;
-        if (d.empty() && !ev.finished && lp.is_null()) continue;  // nothing to say yet (a held-back tag)
+        if (!new_calls.empty()) d["tool_calls"] = tool_calls_json(new_calls, c.calls.size(), true);
+        c.calls.insert(c.calls.end(), new_calls.begin(), new_calls.end());
+        if (d.empty() && !ev.finished && lp.is_null()) continue;  // nothing to say yet (a held-back tag or call)
         choice = {{"index", i},
                   {"delta", d},
                   {"logprobs", lp},
-                  {"finish_reason", ev.finished ? Json(finish_reason(ev)) : Json(nullptr)}};
+                  {"finish_reason", ev.finished ? Json(finish_reason(ev, c)) : Json(nullptr)}};
       } else {
         choice = {{"index", i},
                   {"text", delta.content},
                   {"logprobs", lp},
-                  {"finish_reason", ev.finished ? Json(finish_reason(ev)) : Json(nullptr)}};
+                  {"finish_reason", ev.finished ? Json(finish_reason(ev, c)) : Json(nullptr)}};
       }
       Json one = Json::array();
       one.push_back(std::move(choice));
@@ -396,6 +439,7 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
     } else {
       c.content += delta.content;
       c.reasoning += delta.reasoning;
+      c.calls.insert(c.calls.end(), new_calls.begin(), new_calls.end());
       if (chat && g.logprobs >= 0) c.logprobs.insert(c.logprobs.end(), ev.logprobs.begin(), ev.logprobs.end());
     }
   }
@@ -435,15 +479,19 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
     if (chat) {
       Json message = {{"role", "assistant"}, {"content", c.content}};
       if (ctx.reasoning && !c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.calls.empty()) {
+        message["tool_calls"] = tool_calls_json(c.calls, 0, false);
+        if (c.content.empty()) message["content"] = nullptr;
+      }
       out_choices.push_back({{"index", i},
                              {"message", message},
                              {"logprobs", g.logprobs >= 0 ? chat_logprobs(tok, c.logprobs) : Json(nullptr)},
-                             {"finish_reason", finish_reason(c.last)}});
+                             {"finish_reason", finish_reason(c.last, c)}});
     } else {
       out_choices.push_back({{"index", i},
                              {"text", c.content},
                              {"logprobs", g.logprobs >= 0 ? c.completion_logprobs : Json(nullptr)},
-                             {"finish_reason", finish_reason(c.last)}});
+                             {"finish_reason", finish_reason(c.last, c)}});
     }
   }
   Json body = {{"id", id},

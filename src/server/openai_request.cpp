@@ -131,9 +131,21 @@ void read_chat(Reader& r, GenerationRequest& g) {
       return r.fail("messages", "content must be a string or a list of parts");
     }
   }
-  // Content given as a list of text parts is joined into one string (what chat templates expect).
+  // Content given as a list of text parts is joined into one string and absent content is "" (what chat templates
+  // expect), and the arguments of earlier tool calls, which clients send as JSON text, become objects (what
+  // templates print).
   g.messages = *messages;
   for (Json& m : g.messages) {
+    if (auto c = m.find("content"); c == m.end() || c->is_null()) m["content"] = "";  // templates test it as text
+    if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
+      for (Json& call : *calls) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+        Json& args = call["function"]["arguments"];
+        if (!args.is_string()) continue;
+        Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+        if (parsed.is_object()) args = std::move(parsed);
+      }
+    }
     auto content = m.find("content");
     if (content == m.end() || !content->is_array()) continue;
     std::string text;

@@ -310,6 +310,9 @@ void Server::shutdown(double grace_seconds) {
     m.ctx.router->cancel_all();
     wait_for_idle(5.0);
   }
+  // The router stops first, while the connections' executors still run: its channels must not deliver into an
+  // io_context that is gone.
+  if (m.ctx.router) m.ctx.router->stop();
   m.ioc->stop();
   for (std::thread& t : m.threads) t.join();
   m.threads.clear();
