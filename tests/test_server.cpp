@@ -408,8 +408,8 @@ TEST_CASE("tool calls are parsed out of Hermes tags and Llama 3 JSON, streamed i
   CHECK(bad.content == "a <tool_call>{not json}</tool_call> b <tool_call>{\"na");
   CHECK(bad.calls.empty());
   // Llama 3: the whole answer is the call (python tag optional), or several separated by ';'.
-  auto [l, l_found] = run(ToolCallFormat::kLlamaJson,
-                          {"<|python", "_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\"}}"});
+  auto [l, l_found] =
+      run(ToolCallFormat::kLlamaJson, {"<|python", "_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"a;b\"}}"});
   CHECK(l_found);
   REQUIRE(l.calls.size() == 1);
   CHECK(l.calls[0].name == "search");
@@ -447,7 +447,8 @@ TEST_CASE("tools and tool results reach the chat template") {
   };
   const int plain = prompt_tokens({{"messages", messages}, {"max_tokens", 1}});
   const int with_tools = prompt_tokens({{"messages", messages}, {"tools", tools}, {"max_tokens", 1}});
-  const int none = prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 1}});
+  const int none =
+      prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 1}});
   CHECK(with_tools > plain + 20);  // the tool schema is in the prompt
   CHECK(none == plain);
   // A finished round: the assistant's call (arguments as JSON text, as clients send them) and the tool's result.
@@ -460,7 +461,8 @@ TEST_CASE("tools and tool results reach the chat template") {
   messages.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C, sunny"}});
   const int round = prompt_tokens({{"messages", messages}, {"tools", tools}, {"max_tokens", 1}});
   CHECK(round > with_tools + 10);
-  CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tools", {{{"type", "function"}}}}}).status == 400);
+  CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tools", {{{"type", "function"}}}}}).status ==
+        400);
   CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tool_choice", "sometimes"}}).status == 400);
   server->shutdown(1.0);
 }

@@ -100,10 +100,10 @@ struct Choice {
   std::string content, reasoning;
   ReasoningSplitter splitter;
   std::vector<TokenLogprob> logprobs;
-  Json completion_logprobs;      // completions only
+  Json completion_logprobs;             // completions only
   std::optional<ToolCallParser> tools;  // chat with tools: calls parsed out of the content
   std::vector<ToolCall> calls;
-  size_t text_bytes = 0;  // completions: offset of the next token's text
+  size_t text_bytes = 0;         // completions: offset of the next token's text
   bool prompt_reported = false;  // echo with logprobs: the prompt's first token went out
   size_t prompt_bytes = 0;       // offset of the next prompt token's text
   double last_token_at = 0.0;

@@ -16,7 +16,7 @@ enum class ToolCallFormat {
 };
 
 struct ToolCall {
-  std::string id;         ///< "call_" + random hex
+  std::string id;  ///< "call_" + random hex
   std::string name;
   std::string arguments;  ///< a JSON object, as text
 };
