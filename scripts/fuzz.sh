@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors model_config tokenizer_json encode chat_template)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors model_config tokenizer_json encode chat_template server_request)
 ./scripts/setup.sh >/dev/null
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DPHOTON_FUZZ=ON -DPHOTON_CUDA=OFF \
   -DPHOTON_BUILD_TESTS=OFF -DPHOTON_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -17,7 +17,7 @@ cmake --build build-fuzz --parallel "$(nproc)" --target $(printf 'fuzz_%s ' "${t
 mkdir -p build-fuzz/crashes
 status=0
 declare -A ci_runs=([safetensors]=600000 [model_config]=350000 [tokenizer_json]=80000 [encode]=25000
-                   [chat_template]=12000)
+                   [chat_template]=12000 [server_request]=60000)
 for t in "${targets[@]}"; do
   if [ "$seconds" = ci ]; then
     budget=(-runs="${ci_runs[$t]}" -seed=1)

@@ -466,3 +466,63 @@ TEST_CASE("tools and tool results reach the chat template") {
   CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tool_choice", "sometimes"}}).status == 400);
   server->shutdown(1.0);
 }
+
+TEST_CASE("concurrent clients: streams, whole replies and hang-ups all end, and the KV cache empties") {
+  photon::EngineConfig config = tiny("dummy:tiny-llama3");
+  config.num_kv_blocks = 96;
+  ServerConfig sc;
+  sc.io_threads = 3;
+  auto server = start(config, sc);
+  const uint16_t port = server->port();
+  constexpr int kClients = 8, kRequests = 6;
+  std::atomic<int> ok{0}, hung_up{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int r = 0; r < kRequests; ++r) {
+        const int kind = (c + r) % 3;
+        const json body = {{"prompt", {1 + c, 2 + r, 3}},
+                           {"max_tokens", 4 + r},
+                           {"ignore_eos", true},
+                           {"stream", kind != 0},
+                           {"seed", c * 100 + r}};
+        try {
+          if (kind == 2) {  // a streaming client that hangs up after the header
+            net::io_context ioc;
+            beast::tcp_stream stream(ioc);
+            stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+            http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+            req.set(http::field::host, "127.0.0.1");
+            req.body() = body.dump();
+            req.prepare_payload();
+            http::write(stream, req);
+            beast::flat_buffer buffer;
+            http::response_parser<http::empty_body> parser;
+            http::read_header(stream, buffer, parser);
+            stream.close();
+            hung_up++;
+            continue;
+          }
+          const Reply reply = post(port, "/v1/completions", body);
+          const bool good =
+              reply.status == 200 && (kind == 0 ? json::parse(reply.body)["usage"]["completion_tokens"] == 4 + r
+                                                : events(reply.body).back() == "[DONE]");
+          (good ? ok : failed)++;
+        } catch (const std::exception&) {
+          failed++;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  CHECK(failed == 0);
+  CHECK(ok + hung_up == kClients * kRequests);
+  bool idle = false;
+  for (int i = 0; i < 200 && !idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    idle = metric(port, "photon_num_requests_running") == 0 && metric(port, "photon_num_requests_waiting") == 0 &&
+           metric(port, "photon_kv_cache_usage_perc") == 0;
+  }
+  CHECK(idle);
+  server->shutdown(2.0);
+}
