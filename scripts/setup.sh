@@ -4,7 +4,7 @@
 # Elsewhere, install by hand: a C++20 compiler (GCC >= 12), CMake >= 3.25, Ninja, pkg-config, fmt >= 9,
 # nlohmann-json >= 3.11, Boost >= 1.74 headers (Beast and Asio, for the HTTP server), PCRE2 and utf8proc (tokenizers), optionally libsentencepiece (tokenizer.model files), Catch2 v3 (tests), Google Benchmark (bench/), Python 3
 # with Jinja2 and Node.js with npm (reference data for tests), clang 14 with its runtime and libomp (fuzzing),
-# clang-format and clang-tidy 14 (lint), and
+# clang-format and clang-tidy 14 (lint), Chromium (the web page test), and
 # optionally the CUDA toolkit >= 12.4.
 set -euo pipefail
 
@@ -18,6 +18,8 @@ packages=(build-essential cmake ninja-build pkg-config libfmt-dev nlohmann-json3
           libsentencepiece-dev
           libutf8proc-dev python3 python3-jinja2 clang-14 libclang-rt-14-dev libomp-14-dev clang-format-14
           clang-tidy-14)
+# Debian's Chromium runs the web page test headless (Ubuntu ships it only as a snap: that test then skips).
+[ "${ID:-}" = debian ] && packages+=(chromium)
 # Node.js with npm fetches the real tokenizer files for tests; any installation will do (Debian's, NodeSource's).
 if ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 

@@ -13,6 +13,7 @@
 #include <photon/tokenizer.hpp>
 
 #include "server/context.hpp"
+#include "server/web_assets.hpp"
 
 namespace photon::server {
 namespace {
@@ -169,6 +170,21 @@ net::awaitable<bool> Server::Impl::error(HttpStream& stream, const HttpRequest& 
 net::awaitable<bool> Server::Impl::route(HttpStream& stream, const HttpRequest& req) {
   std::string_view target = req.target();
   const std::string_view path = target.substr(0, target.find('?'));
+  // The chat page: public (its script sends the API key the user types), and no inline script may run on it.
+  if (req.method() == http::verb::get) {
+    for (const WebAsset& asset : web_assets()) {
+      if (asset.path == path || (path == "/" && asset.path == "/index.html")) {
+        const ExtraHeaders page_headers = {
+            {"Content-Security-Policy",
+             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+            {"X-Content-Type-Options", "nosniff"},
+            {"Cache-Control", "no-cache"}};
+        co_return co_await send_response(stream, req, http::status::ok, asset.content_type, std::string(asset.body),
+                                         page_headers);
+      }
+    }
+  }
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
     if (r.path == path) route = &r;
