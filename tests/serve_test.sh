@@ -76,6 +76,20 @@ if start "$photon" serve --model dummy:tiny-llama3 --device cpu --max-model-len 
   wait_ready
   out=$(http POST /v1/completions '{"prompt":[5,6],"max_tokens":2,"model":"dummy:tiny-llama3"}')
   [[ "$out" == 200*'"completion_tokens":2'* ]] && ok || fail "completion: $out"
+  # photon bench serve against it: every request completes, the JSON has vLLM's serving figures.
+  out=$("$photon" bench serve --url "http://127.0.0.1:$port" --num-prompts 12 --input-len 8 --output-len 4 \
+          --max-concurrency 4 --json 2>&1 | tail -1)
+  python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["completed"] == 12 and r["failed"] == 0, r
+assert abs(r["output_tok_per_s"] * r["duration_s"] - 48) < 1e-6, r
+for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+    assert all(r[k][q] > 0 for q in ("mean", "p50", "p90", "p99")), k
+' "$out" && ok || fail "bench serve: $out"
+  out=$("$photon" bench serve --url "http://127.0.0.1:$port" --num-prompts 5 --input-len 4 --output-len 2 \
+          --request-rate 100 --json 2>&1 | tail -1)
+  [[ "$out" == *'"completed":5'* ]] && ok || fail "bench serve at a rate: $out"
   busy_port=$port
   # A second server on the same port: a clear error, exit 1.
   "$photon" serve --model dummy:tiny-llama3 --device cpu --port "$busy_port" >"$log.busy" 2>&1
@@ -92,6 +106,9 @@ fi
 "$photon" serve --model dummy:tiny-llama3 --port 99999 >"$log.bad" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "port" "$log.bad" && ok || fail "bad port: exit $rc $(cat "$log.bad")"
+"$photon" bench serve --url http://127.0.0.1:1 --num-prompts 1 --input-len 1 --output-len 1 >"$log.bad" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "cannot connect" "$log.bad" && ok || fail "bench serve, nothing listening: exit $rc $(cat "$log.bad")"
 "$web" --model dummy:tiny-llama3 --host not-an-ip --port 0 >"$log.bad" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] && grep -q "not an IP address" "$log.bad" && ok || fail "bad host: exit $rc $(cat "$log.bad")"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -187,6 +188,9 @@ Status run(Options o) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
+#if defined(PHOTON_WITH_SERVER)
+  if (argc > 2 && std::string_view(argv[2]) == "serve") return run_bench_serve(argc, argv);
+#endif
   Args args = make_args();
   if (Status s = args.parse(argc, argv, 2); !s) {
     fmt::print(stderr, "photon bench: error: {}\n", s.message());
