@@ -1,5 +1,7 @@
 // The public Engine API: creation, submission, cancellation, events and the engine-owned loop. The step loop
 // itself is in step.cpp; the state both share in engine_impl.hpp.
+#include <pthread.h>
+
 #include <photon/engine.hpp>
 
 #include <algorithm>
@@ -303,6 +305,7 @@ EngineStats Engine::stats() const {
 const ModelInfo& Engine::model_info() const { return impl_->info; }
 
 void Engine::Impl::run_loop() {
+  pthread_setname_np(pthread_self(), "photon-step");  // what top -H and debuggers show
   while (true) {
     {
       std::unique_lock lock(mu);

@@ -1,5 +1,7 @@
 #include "server/event_router.hpp"
 
+#include <pthread.h>
+
 namespace photon::server {
 
 EventRouter::EventRouter(Engine& engine, std::function<void(const RequestEvent&)> on_finished)
@@ -40,6 +42,7 @@ size_t EventRouter::num_routed() const {
 }
 
 void EventRouter::run() {
+  pthread_setname_np(pthread_self(), "photon-events");
   while (!stopping_) {
     if (!engine_.wait_for_events(20)) continue;
     std::vector<RequestEvent> events = engine_.poll();

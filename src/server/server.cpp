@@ -1,5 +1,7 @@
 #include "server/server.hpp"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <thread>
 
@@ -284,7 +286,12 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config) {
                               ec == net::error::address_in_use ? " (choose another --port)" : ""));
   }
   net::co_spawn(*m.ioc, m.accept_loop(), net::detached);
-  for (int i = 0; i < config.io_threads; ++i) m.threads.emplace_back([&m] { m.ioc->run(); });
+  for (int i = 0; i < config.io_threads; ++i) {
+    m.threads.emplace_back([&m] {
+      pthread_setname_np(pthread_self(), "photon-http");
+      m.ioc->run();
+    });
+  }
   return server;
 }
 

@@ -42,13 +42,21 @@ class Regex {
   /// Calls f(begin, end) for each successive match in `text` (byte offsets).
   template <typename F>
   void for_each_match(std::string_view text, F&& f) const {
-    thread_local pcre2_match_data* data = pcre2_match_data_create(8, nullptr);
-    thread_local pcre2_jit_stack* stack = pcre2_jit_stack_create(size_t{32} * 1024, size_t{8} * 1024 * 1024, nullptr);
-    thread_local pcre2_match_context* context = [] {
-      pcre2_match_context* c = pcre2_match_context_create(nullptr);
-      pcre2_jit_stack_assign(c, nullptr, stack);
-      return c;
-    }();
+    // Per-thread match state, freed when the thread ends (server threads come and go).
+    struct MatchState {
+      pcre2_match_data* data = pcre2_match_data_create(8, nullptr);
+      pcre2_jit_stack* stack = pcre2_jit_stack_create(size_t{32} * 1024, size_t{8} * 1024 * 1024, nullptr);
+      pcre2_match_context* context = pcre2_match_context_create(nullptr);
+      MatchState() { pcre2_jit_stack_assign(context, nullptr, stack); }
+      ~MatchState() {
+        pcre2_match_context_free(context);
+        pcre2_jit_stack_free(stack);
+        pcre2_match_data_free(data);
+      }
+    };
+    thread_local MatchState state;
+    pcre2_match_data* data = state.data;
+    pcre2_match_context* context = state.context;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
     PCRE2_SIZE start = 0;
     while (start < text.size()) {
