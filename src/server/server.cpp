@@ -100,7 +100,9 @@ ExtraHeaders ServerContext::cors(const HttpRequest& req) const {
 struct Server::Impl {
   std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
   ServerContext ctx;
-  tcp::acceptor acceptor{*ioc};
+  // Destroyed before the io_context it belongs to (shutdown() resets both in that order).
+  std::unique_ptr<tcp::acceptor> acceptor = std::make_unique<tcp::acceptor>(*ioc);
+  uint16_t port = 0;
   std::vector<std::thread> threads;
   std::mutex shutdown_mu;
   bool shut_down = false;
@@ -113,9 +115,9 @@ struct Server::Impl {
 
 net::awaitable<void> Server::Impl::accept_loop() {
   for (;;) {
-    auto [ec, socket] = co_await acceptor.async_accept(net::make_strand(*ioc), kAwait);
+    auto [ec, socket] = co_await acceptor->async_accept(net::make_strand(*ioc), kAwait);
     if (ec) {
-      if (!acceptor.is_open()) co_return;
+      if (!acceptor->is_open()) co_return;
       continue;  // e.g. too many open files: keep serving the connections there are
     }
     auto executor = socket.get_executor();
@@ -276,15 +278,16 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config) {
                   fmt::format("--host '{}' is not an IP address (use 127.0.0.1, 0.0.0.0 or ::1)", config.host));
   }
   const tcp::endpoint endpoint(address, config.port);
-  m.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) m.acceptor.bind(endpoint, ec);
-  if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  m.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) m.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor->bind(endpoint, ec);
+  if (!ec) m.acceptor->listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status(StatusCode::kIoError,
                   fmt::format("cannot listen on {}:{}: {}{}", config.host, config.port, ec.message(),
                               ec == net::error::address_in_use ? " (choose another --port)" : ""));
   }
+  m.port = m.acceptor->local_endpoint().port();
   net::co_spawn(*m.ioc, m.accept_loop(), net::detached);
   for (int i = 0; i < config.io_threads; ++i) {
     m.threads.emplace_back([&m] {
@@ -295,7 +298,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config) {
   return server;
 }
 
-uint16_t Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+uint16_t Server::port() const { return impl_->port; }
 
 Status Server::set_engine(std::unique_ptr<Engine> engine) {
   ServerContext& ctx = impl_->ctx;
@@ -319,7 +322,7 @@ void Server::shutdown(double grace_seconds) {
   m.ctx.draining = true;
   net::post(*m.ioc, [&m] {
     beast::error_code ignored;
-    m.acceptor.close(ignored);
+    m.acceptor->close(ignored);
   });
   // Requests in flight finish within the grace period, else they are cancelled (and finish at the next step).
   const auto wait_for_idle = [&](double seconds) {
@@ -339,6 +342,7 @@ void Server::shutdown(double grace_seconds) {
   m.ioc->stop();
   for (std::thread& t : m.threads) t.join();
   m.threads.clear();
+  m.acceptor.reset();
   m.ioc.reset();  // destroys the connections' coroutines while the context they use still exists
   m.ctx.router.reset();
   if (m.ctx.owned_engine) m.ctx.owned_engine->stop();
