@@ -178,6 +178,119 @@ Json usage_json(const std::vector<Choice>& choices) {
           {"prompt_tokens_details", {{"cached_tokens", choices.front().last.num_cached_prompt_tokens}}}};
 }
 
+// Whether s is well-formed UTF-8.
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Appends s as a JSON string, quotes included (as nlohmann's dump writes it; bytes that are not UTF-8 become U+FFFD).
+void append_json_string(std::string& out, std::string_view s) {
+  if (!valid_utf8(s)) {
+    out += dump(Json(std::string(s)));
+    return;
+  }
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+// The streamed chunks of one response, formatted straight into a reused string: the fixed part (id, object,
+// created, model) once, then each choice's fields (the hot path of streaming: one event per token per stream).
+class ChunkWriter {
+ public:
+  ChunkWriter(const std::string& id, bool chat, int64_t created, const std::string& model, bool include_usage) {
+    prefix_ = dump(Json{{"id", id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", created},
+                        {"model", model}});
+    prefix_.pop_back();  // the closing brace
+    prefix_ += ",\"choices\":[";
+    suffix_ = include_usage ? "],\"usage\":null}" : "]}";
+  }
+  /// A chunk with one choice: a chat delta (reasoning, content, tool calls) or a completion's text.
+  const std::string& choice(size_t index, bool chat, const std::string& reasoning, const std::string& content,
+                            const Json& tool_calls, const Json& logprobs, const char* finish_reason) {
+    out_.assign(prefix_);
+    out_ += fmt::format("{{\"index\":{},", index);
+    if (chat) {
+      out_ += "\"delta\":{";
+      bool first = true;
+      const auto field = [&](const char* name) {
+        if (!first) out_ += ',';
+        first = false;
+        out_ += fmt::format("\"{}\":", name);
+      };
+      if (!reasoning.empty()) {
+        field("reasoning_content");
+        append_json_string(out_, reasoning);
+      }
+      if (!content.empty()) {
+        field("content");
+        append_json_string(out_, content);
+      }
+      if (!tool_calls.is_null()) {
+        field("tool_calls");
+        out_ += dump(tool_calls);
+      }
+      out_ += "},";
+    } else {
+      out_ += "\"text\":";
+      append_json_string(out_, content);
+      out_ += ',';
+    }
+    out_ += "\"logprobs\":";
+    out_ += logprobs.is_null() ? std::string("null") : dump(logprobs);
+    out_ += ",\"finish_reason\":";
+    out_ += finish_reason == nullptr ? std::string("null") : fmt::format("\"{}\"", finish_reason);
+    out_ += '}';
+    out_ += suffix_;
+    return out_;
+  }
+
+ private:
+  std::string prefix_, suffix_, out_;
+};
+
 // OpenAI's finish reason; a choice that stopped after making calls reports "tool_calls".
 const char* finish_reason(const RequestEvent& e, const Choice& c) {
   if (e.finish_reason == FinishReason::kStop && c.tools && c.tools->found_calls()) return "tool_calls";
@@ -293,6 +406,7 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
     return dump(c);
   };
 
+  ChunkWriter writer(id, chat, created, model, g.include_usage);
   EventStream sse(stream, req, headers);
   if (g.stream) {
     if (!co_await sse.open()) {
@@ -411,27 +525,14 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
       if (ev.finish_reason == FinishReason::kError && error.empty()) error = ev.error;
     }
     if (g.stream) {
-      Json choice;
-      if (chat) {
-        Json d = Json::object();
-        if (!delta.reasoning.empty()) d["reasoning_content"] = delta.reasoning;
-        if (!delta.content.empty()) d["content"] = delta.content;
-        if (!new_calls.empty()) d["tool_calls"] = tool_calls_json(new_calls, c.calls.size(), true);
-        c.calls.insert(c.calls.end(), new_calls.begin(), new_calls.end());
-        if (d.empty() && !ev.finished && lp.is_null()) continue;  // nothing to say yet (a held-back tag or call)
-        choice = {{"index", i},
-                  {"delta", d},
-                  {"logprobs", lp},
-                  {"finish_reason", ev.finished ? Json(finish_reason(ev, c)) : Json(nullptr)}};
-      } else {
-        choice = {{"index", i},
-                  {"text", delta.content},
-                  {"logprobs", lp},
-                  {"finish_reason", ev.finished ? Json(finish_reason(ev, c)) : Json(nullptr)}};
+      Json calls = nullptr;
+      if (!new_calls.empty()) calls = tool_calls_json(new_calls, c.calls.size(), true);
+      c.calls.insert(c.calls.end(), new_calls.begin(), new_calls.end());
+      if (chat && delta.reasoning.empty() && delta.content.empty() && calls.is_null() && !ev.finished && lp.is_null()) {
+        continue;  // nothing to say yet (a held-back tag or call)
       }
-      Json one = Json::array();
-      one.push_back(std::move(choice));
-      const std::string payload = chunk(std::move(one));
+      const std::string& payload = writer.choice(i, chat, delta.reasoning, delta.content, calls, lp,
+                                                 ev.finished ? finish_reason(ev, c) : nullptr);
       if (!co_await sse.send(payload)) {
         cancel_unfinished();
         co_return false;
