@@ -238,14 +238,14 @@ void append_json_string(std::string& out, std::string_view s) {
 // created, model) once, then each choice's fields (the hot path of streaming: one event per token per stream).
 class ChunkWriter {
  public:
-  ChunkWriter(const std::string& id, bool chat, int64_t created, const std::string& model, bool include_usage) {
+  ChunkWriter(const std::string& id, bool chat, int64_t created, const std::string& model, bool include_usage)
+      : suffix_(include_usage ? "],\"usage\":null}" : "]}") {
     prefix_ = dump(Json{{"id", id},
                         {"object", chat ? "chat.completion.chunk" : "text_completion"},
                         {"created", created},
                         {"model", model}});
     prefix_.pop_back();  // the closing brace
     prefix_ += ",\"choices\":[";
-    suffix_ = include_usage ? "],\"usage\":null}" : "]}";
   }
   /// A chunk with one choice: a chat delta (reasoning, content, tool calls) or a completion's text.
   const std::string& choice(size_t index, bool chat, const std::string& reasoning, const std::string& content,

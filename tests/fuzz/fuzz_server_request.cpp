@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto b = s.feed(text.substr(cut));
   auto c = s.finish();
   if (a.reasoning.size() + a.content.size() + b.reasoning.size() + b.content.size() + c.reasoning.size() +
-          c.content.size() > size) {
+          c.content.size() >
+      size) {
     __builtin_trap();
   }
   return 0;
