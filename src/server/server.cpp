@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -100,8 +101,10 @@ ExtraHeaders ServerContext::cors(const HttpRequest& req) const {
 struct Server::Impl {
   std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
   ServerContext ctx;
-  // Destroyed before the io_context it belongs to (shutdown() resets both in that order).
+  // Destroyed before the io_context they belong to (shutdown() resets them in this order).
   std::unique_ptr<tcp::acceptor> acceptor = std::make_unique<tcp::acceptor>(*ioc);
+  // The accept loop and the acceptor's close run on this strand (an acceptor is not thread-safe).
+  std::optional<net::strand<net::io_context::executor_type>> accept_strand{net::make_strand(*ioc)};
   uint16_t port = 0;
   std::vector<std::thread> threads;
   std::mutex shutdown_mu;
@@ -288,7 +291,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config) {
                               ec == net::error::address_in_use ? " (choose another --port)" : ""));
   }
   m.port = m.acceptor->local_endpoint().port();
-  net::co_spawn(*m.ioc, m.accept_loop(), net::detached);
+  net::co_spawn(*m.accept_strand, m.accept_loop(), net::detached);
   for (int i = 0; i < config.io_threads; ++i) {
     m.threads.emplace_back([&m] {
       pthread_setname_np(pthread_self(), "photon-http");
@@ -320,7 +323,7 @@ void Server::shutdown(double grace_seconds) {
   if (m.shut_down) return;
   m.shut_down = true;
   m.ctx.draining = true;
-  net::post(*m.ioc, [&m] {
+  net::post(*m.accept_strand, [&m] {
     beast::error_code ignored;
     m.acceptor->close(ignored);
   });
@@ -343,6 +346,7 @@ void Server::shutdown(double grace_seconds) {
   for (std::thread& t : m.threads) t.join();
   m.threads.clear();
   m.acceptor.reset();
+  m.accept_strand.reset();
   m.ioc.reset();  // destroys the connections' coroutines while the context they use still exists
   m.ctx.router.reset();
   if (m.ctx.owned_engine) m.ctx.owned_engine->stop();
