@@ -11,7 +11,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <nlohmann/json.hpp>
 #include <photon/tokenizer.hpp>
 
@@ -121,7 +123,10 @@ net::awaitable<void> Server::Impl::accept_loop() {
     auto [ec, socket] = co_await acceptor->async_accept(net::make_strand(*ioc), kAwait);
     if (ec) {
       if (!acceptor->is_open()) co_return;
-      continue;  // e.g. too many open files: keep serving the connections there are
+      // E.g. too many open files: pause rather than spin, and keep serving the connections there are.
+      net::steady_timer pause(co_await net::this_coro::executor, std::chrono::milliseconds(20));
+      co_await pause.async_wait(kAwait);
+      continue;
     }
     auto executor = socket.get_executor();
     net::co_spawn(executor, session(std::move(socket)), net::detached);
