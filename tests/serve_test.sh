@@ -102,6 +102,17 @@ for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
   [ "$rc" -eq 0 ] && ok || fail "photon serve exit $rc after SIGINT"
 fi
 
+# --tokenizer may name the tokenizer.json itself (the original's usage); chat then works.
+tok="${PHOTON_TOKENIZER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/photon/tokenizers}/qwen3"
+if [ -f "$tok/tokenizer.json" ] &&
+   start "$web" --model dummy:tiny-qwen3 --tokenizer "$tok/tokenizer.json" --device cpu --max-model-len 256; then
+  wait_ready
+  out=$(http POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3}')
+  [[ "$out" == 200*'"object":"chat.completion"'* ]] && ok || fail "chat with --tokenizer FILE: $out"
+  kill -TERM "$pid"
+  wait "$pid"
+fi
+
 # Bad flags: exit 2 with the flag named.
 "$photon" serve --model dummy:tiny-llama3 --port 99999 >"$log.bad" 2>&1
 rc=$?
