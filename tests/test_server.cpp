@@ -350,6 +350,29 @@ TEST_CASE("chat completions render the model's template, stream deltas and token
                                  w["choices"][0]["message"].value("reasoning_content", std::string());
   CHECK(text.size() == whole_text.size());
 
+  // A stop string ends the reply before it, whole and streamed, with finish_reason "stop".
+  const json plain = json::parse(
+      post(port, "/v1/completions", {{"prompt", "Hello"}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}})
+          .body);
+  const std::string full = plain["choices"][0]["text"];
+  REQUIRE(full.size() > 8);
+  // One whole character from the middle of the text (UTF-8: step back to a lead byte, take its continuation bytes).
+  const auto continuation = [&](size_t i) { return (static_cast<unsigned char>(full[i]) & 0xc0) == 0x80; };
+  size_t begin = full.size() / 2;
+  while (begin > 0 && continuation(begin)) --begin;
+  size_t end = begin + 1;
+  while (end < full.size() && continuation(end)) ++end;
+  const std::string stop = full.substr(begin, end - begin);
+  const json stopped = json::parse(
+      post(port, "/v1/completions",
+           {{"prompt", "Hello"}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true}, {"stop", {stop}}})
+          .body);
+  const std::string cut = stopped["choices"][0]["text"];
+  CHECK(stopped["choices"][0]["finish_reason"] == "stop");
+  CHECK(full.starts_with(cut));
+  CHECK(cut.find(stop) == std::string::npos);
+  CHECK(full.find(stop) == cut.size());
+
   // Tokenize / detokenize round trip.
   const json ids = json::parse(post(port, "/tokenize", {{"prompt", "Hello world"}}).body);
   CHECK(ids["tokens"] == json({9707, 1879}));
