@@ -15,16 +15,9 @@ if [ ! -f "$work/node_modules/openai/package.json" ]; then
     { echo "SKIP: npm could not install openai"; exit 77; }
 fi
 cp "$here/openai/client_test.mjs" "$work/"
-log="$work/server.log"
-"$photon" serve --model dummy:tiny-qwen3 --tokenizer "$tok" --device cpu --max-model-len 256 --port 0 \
-  --served-model-name tiny-qwen --api-key test-key >"$log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null' EXIT
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$port" ] && grep -q "serving" "$log" && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "FAIL: the server did not start: $(cat "$log")"; exit 1; }
+. "$here/serve_lib.sh"
+start_serving "$work/server.log" "$photon" serve --model dummy:tiny-qwen3 --tokenizer "$tok" --device cpu \
+  --max-model-len 256 --port 0 \
+  --served-model-name tiny-qwen --api-key test-key || exit 1
+port=$server_port
 node "$work/client_test.mjs" "$port" test-key tiny-qwen

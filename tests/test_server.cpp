@@ -94,6 +94,43 @@ double metric(uint16_t port, const std::string& name) {
   return std::stod(r.body.substr(space + 1, r.body.find('\n', space) - space - 1));
 }
 
+// Sends `body` (a streamed completion), reads the response header — and with `read_event` the first bytes of the
+// stream — then hangs up. Returns the HTTP status. Safe to call from several threads.
+int stream_then_hang_up(uint16_t port, const json& body, bool read_event) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = body.dump();
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  http::read_header(stream, buffer, parser);
+  if (read_event) {
+    char data[256];
+    parser.get().body().data = data;
+    parser.get().body().size = sizeof(data);
+    beast::error_code ec;
+    http::read_some(stream, buffer, parser, ec);
+  }
+  stream.close();
+  return static_cast<int>(parser.get().result_int());
+}
+
+// Waits up to 10 s until the server runs and queues no request and its KV cache is empty; whether it got there.
+bool wait_idle(uint16_t port) {
+  for (int i = 0; i < 400; ++i) {
+    if (metric(port, "photon_num_requests_running") == 0 && metric(port, "photon_num_requests_waiting") == 0 &&
+        metric(port, "photon_kv_cache_usage_perc") == 0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return false;
+}
+
 photon::EngineConfig tiny(const std::string& model, const std::string& tokenizer = "") {
   photon::EngineConfig c;
   c.model = model;
@@ -268,34 +305,10 @@ TEST_CASE("every bad request gets an OpenAI error body and the server keeps serv
 TEST_CASE("a client that goes away mid-stream cancels its request and frees its KV blocks") {
   auto server = start(tiny("dummy:tiny-llama3"));
   const uint16_t port = server->port();
-  for (int round = 0; round < 3; ++round) {
-    net::io_context ioc;
-    beast::tcp_stream stream(ioc);
-    stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-    http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-    req.set(http::field::host, "127.0.0.1");
-    req.body() = json{{"prompt", {1, 2, 3}}, {"max_tokens", 120}, {"ignore_eos", true}, {"stream", true}}.dump();
-    req.prepare_payload();
-    http::write(stream, req);
-    // Read the header and a first event, then hang up.
-    beast::flat_buffer buffer;
-    http::response_parser<http::buffer_body> parser;
-    http::read_header(stream, buffer, parser);
-    CHECK(parser.get().result_int() == 200);
-    char data[256];
-    parser.get().body().data = data;
-    parser.get().body().size = sizeof(data);
-    beast::error_code ec;
-    http::read_some(stream, buffer, parser, ec);
-    stream.close();
-  }
+  const json body = {{"prompt", {1, 2, 3}}, {"max_tokens", 120}, {"ignore_eos", true}, {"stream", true}};
+  for (int round = 0; round < 3; ++round) CHECK(stream_then_hang_up(port, body, /*read_event=*/true) == 200);
   // Every request ends (cancelled at the next step) and the KV cache is empty again.
-  bool idle = false;
-  for (int i = 0; i < 200 && !idle; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    idle = metric(port, "photon_num_requests_running") == 0 && metric(port, "photon_kv_cache_usage_perc") == 0;
-  }
-  CHECK(idle);
+  CHECK(wait_idle(port));
   CHECK(metric(port, "photon_request_success_total{finished_reason=\"cancelled\"}") == 3);
   // A whole request still works.
   CHECK(post(port, "/v1/completions", {{"prompt", {1}}, {"max_tokens", 3}}).status == 200);
@@ -525,26 +538,7 @@ TEST_CASE("load: 64 concurrent clients streaming, waiting, cancelling and hangin
                              {"seed", c * 100 + r}};
           try {
             if (kind >= 2) {
-              net::io_context ioc;
-              beast::tcp_stream stream(ioc);
-              stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-              http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-              req.set(http::field::host, "127.0.0.1");
-              req.body() = body.dump();
-              req.prepare_payload();
-              http::write(stream, req);
-              beast::flat_buffer buffer;
-              http::response_parser<http::buffer_body> parser;
-              http::read_header(stream, buffer, parser);
-              if (kind == 3) {
-                char data[64];
-                parser.get().body().data = data;
-                parser.get().body().size = sizeof(data);
-                beast::error_code ec;
-                http::read_some(stream, buffer, parser, ec);
-              }
-              stream.close();
-              hung_up++;
+              (stream_then_hang_up(port, body, /*read_event=*/kind == 3) == 200 ? hung_up : failed)++;
               continue;
             }
             const Reply reply = post(port, "/v1/completions", body);
@@ -562,13 +556,7 @@ TEST_CASE("load: 64 concurrent clients streaming, waiting, cancelling and hangin
     INFO("round " << round);
     CHECK(failed == 0);
     CHECK(ok + hung_up == kClients * kPerClient);
-    bool idle = false;
-    for (int i = 0; i < 400 && !idle; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-      idle = metric(port, "photon_num_requests_running") == 0 && metric(port, "photon_num_requests_waiting") == 0 &&
-             metric(port, "photon_kv_cache_usage_perc") == 0;
-    }
-    CHECK(idle);  // every request ended and its KV blocks are free
+    CHECK(wait_idle(port));  // every request ended and its KV blocks are free
     rss.push_back(resident_bytes());
   }
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // their allocators keep freed memory

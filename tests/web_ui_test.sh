@@ -16,15 +16,8 @@ if [ ! -f "$work/node_modules/playwright-core/package.json" ]; then
     { echo "SKIP: npm could not install playwright-core"; exit 77; }
 fi
 cp "$here/web/ui_test.mjs" "$work/"
-log="$work/server.log"
-"$photon" serve --model dummy:tiny-qwen3 --tokenizer "$tok" --device cpu --max-model-len 1024 --port 0 >"$log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null' EXIT
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
-  [ -n "$port" ] && grep -q "serving" "$log" && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "FAIL: the server did not start: $(cat "$log")"; exit 1; }
+. "$here/serve_lib.sh"
+start_serving "$work/server.log" "$photon" serve --model dummy:tiny-qwen3 --tokenizer "$tok" --device cpu \
+  --max-model-len 1024 --port 0 || exit 1
+port=$server_port
 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 240 node "$work/ui_test.mjs" "http://127.0.0.1:$port" "$shots"

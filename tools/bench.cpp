@@ -16,6 +16,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "engine_flags.hpp"
+#include "latency_stats.hpp"
 #include "progress.hpp"
 #include "sampling_flags.hpp"
 
@@ -38,18 +39,6 @@ Args make_args() {
   add_sampling_flags(a);  // every request samples this way
   a.flag("json", "print the results as one JSON object on the last stdout line");
   return a;
-}
-
-json percentiles(std::vector<double> values) {
-  if (values.empty()) return {{"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
-  std::sort(values.begin(), values.end());
-  auto at = [&](double q) {
-    const double pos = q * static_cast<double>(values.size() - 1);
-    const auto lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(lo + 1, values.size() - 1);
-    return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
-  };
-  return {{"p50", at(0.50)}, {"p90", at(0.90)}, {"p99", at(0.99)}};
 }
 
 struct Options {
@@ -142,7 +131,7 @@ Status run(Options o) {
   const EngineStats stats = engine->stats();
   const double out_tps = static_cast<double>(generated) / elapsed;
   const double total_tps = static_cast<double>(o.num_prompts * o.input_len + generated) / elapsed;
-  const json ttft = percentiles(ttft_ms), tpot = percentiles(tpot_ms);
+  const json ttft = latency_summary(ttft_ms, false), tpot = latency_summary(tpot_ms, false);
   const int tp = o.config.tensor_parallel_size;
   const std::string device = tp > 1 ? fmt::format("{} x {}", tp, info.device_description) : info.device_description;
 

@@ -26,6 +26,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "latency_stats.hpp"
 
 namespace photon::cli {
 namespace {
@@ -184,20 +185,6 @@ net::awaitable<void> run_one(const Options& o, tcp::endpoint endpoint, std::stri
   if (!done) out.error = "the stream ended without [DONE]";
 }
 
-json stats(std::vector<double> ms) {
-  if (ms.empty()) return {{"mean", nullptr}, {"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}};
-  std::sort(ms.begin(), ms.end());
-  const auto at = [&](double q) {
-    const double pos = q * static_cast<double>(ms.size() - 1);
-    const auto lo = static_cast<size_t>(std::floor(pos));
-    const size_t hi = std::min(lo + 1, ms.size() - 1);
-    return ms[lo] + (ms[hi] - ms[lo]) * (pos - static_cast<double>(lo));
-  };
-  double sum = 0.0;
-  for (double v : ms) sum += v;
-  return {{"mean", sum / static_cast<double>(ms.size())}, {"p50", at(0.5)}, {"p90", at(0.9)}, {"p99", at(0.99)}};
-}
-
 Status run(const Options& o) {
   net::io_context ioc;
   tcp::resolver resolver(ioc);
@@ -299,10 +286,10 @@ Status run(const Options& o) {
                  {"input_tok_per_s", static_cast<double>(input_tokens) / duration},
                  {"output_tok_per_s", static_cast<double>(output_tokens) / duration},
                  {"total_tok_per_s", static_cast<double>(input_tokens + output_tokens) / duration},
-                 {"ttft_ms", stats(ttft)},
-                 {"tpot_ms", stats(tpot)},
-                 {"itl_ms", stats(itl)},
-                 {"e2e_ms", stats(e2e)}};
+                 {"ttft_ms", latency_summary(ttft, true)},
+                 {"tpot_ms", latency_summary(tpot, true)},
+                 {"itl_ms", latency_summary(itl, true)},
+                 {"e2e_ms", latency_summary(e2e, true)}};
   fmt::print("requests          {} completed, {} failed in {:.2f} s{}\n", completed, o.num_prompts - completed,
              duration, first_error.empty() ? "" : " (first error: " + first_error + ")");
   fmt::print("throughput        {:.2f} req/s, {:.1f} input tok/s, {:.1f} output tok/s\n",
