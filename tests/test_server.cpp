@@ -14,6 +14,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <photon/engine.hpp>
 
@@ -117,6 +118,19 @@ int stream_then_hang_up(uint16_t port, const json& body, bool read_event) {
   }
   stream.close();
   return static_cast<int>(parser.get().result_int());
+}
+
+// Sends `body` (a completion that is not streamed) and hangs up without reading the answer.
+void send_then_hang_up(uint16_t port, const json& body) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = body.dump();
+  req.prepare_payload();
+  http::write(stream, req);
+  stream.close();
 }
 
 // Waits up to 10 s until the server runs and queues no request and its KV cache is empty; whether it got there.
@@ -310,6 +324,18 @@ TEST_CASE("a client that goes away mid-stream cancels its request and frees its 
   // Every request ends (cancelled at the next step) and the KV cache is empty again.
   CHECK(wait_idle(port));
   CHECK(metric(port, "photon_request_success_total{finished_reason=\"cancelled\"}") == 3);
+  // The same for a response that is not streamed: nothing is written until the end, yet the hang-up is seen.
+  json whole = body;
+  whole["stream"] = false;
+  for (int round = 0; round < 2; ++round) send_then_hang_up(port, whole);
+  const auto finished = [&](const char* reason) {
+    return metric(port, fmt::format("photon_request_success_total{{finished_reason=\"{}\"}}", reason));
+  };
+  for (int i = 0; i < 400 && finished("cancelled") + finished("length") < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  CHECK(finished("cancelled") == 5);  // not run to its length
+  CHECK(wait_idle(port));
   // A whole request still works.
   CHECK(post(port, "/v1/completions", {{"prompt", {1}}, {"max_tokens", 3}}).status == 200);
   server->shutdown(1.0);
@@ -459,6 +485,30 @@ TEST_CASE("tool calls are parsed out of Hermes tags and Llama 3 JSON, streamed i
   // Plain text streams through at once; JSON that is not a call stays content.
   ToolCallParser text(ToolCallFormat::kLlamaJson);
   CHECK(text.feed("The answer").content == "The answer");
+
+  // A forced call (tool_choice required or named): the prompt ends with the call's opening, the parser reads it first.
+  for (const ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlamaJson}) {
+    ToolCallParser named(format);
+    const ToolCallParser::Delta opened = named.feed(call_opening(format, "get_weather"));
+    CHECK(opened.content.empty());
+    const std::string rest = format == ToolCallFormat::kHermes ? "{\"city\": \"Paris\"}}\n</tool_call>" : "{\"city\": \"Paris\"}}";
+    ToolCallParser::Delta d = named.feed(rest);
+    ToolCallParser::Delta end = named.finish();
+    d.calls.insert(d.calls.end(), end.calls.begin(), end.calls.end());
+    REQUIRE(d.calls.size() == 1);
+    CHECK(d.calls[0].name == "get_weather");
+    CHECK(json::parse(d.calls[0].arguments) == json{{"city", "Paris"}});
+    CHECK(d.content + end.content == "");
+    ToolCallParser any(format);
+    (void)any.feed(call_opening(format, ""));
+    // Hermes leaves the whole object to the model; Llama's opening already holds `{"name": "`.
+    d = any.feed(format == ToolCallFormat::kHermes ? "{\"name\": \"now\", \"arguments\": {}}</tool_call>"
+                                                   : "now\", \"parameters\": {}}");
+    end = any.finish();
+    d.calls.insert(d.calls.end(), end.calls.begin(), end.calls.end());
+    REQUIRE(d.calls.size() == 1);
+    CHECK(d.calls[0].name == "now");
+  }
   auto [notcall, nc_found] = run(ToolCallFormat::kLlamaJson, {"{\"answer\": 42}"});
   CHECK_FALSE(nc_found);
   CHECK(notcall.content == "{\"answer\": 42}");
@@ -490,6 +540,20 @@ TEST_CASE("tools and tool results reach the chat template") {
       prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}, {"max_tokens", 1}});
   CHECK(with_tools > plain + 20);  // the tool schema is in the prompt
   CHECK(none == plain);
+  // A forced call: the answer starts with the call's opening, which is in the prompt.
+  const int required =
+      prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", "required"}, {"max_tokens", 1}});
+  const json named_choice = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  const int named =
+      prompt_tokens({{"messages", messages}, {"tools", tools}, {"tool_choice", named_choice}, {"max_tokens", 1}});
+  CHECK(required == with_tools + 2);  // "<tool_call>" "\n"
+  CHECK(named > required + 5);        // and the function's name
+  const json unknown = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
+  const Reply bad_name = post(port, "/v1/chat/completions",
+                              {{"messages", messages}, {"tools", tools}, {"tool_choice", unknown}, {"max_tokens", 1}});
+  CHECK(bad_name.status == 400);
+  CHECK(bad_name.body.find("get_time") != std::string::npos);
+  CHECK(post(port, "/v1/chat/completions", {{"messages", messages}, {"tool_choice", "required"}}).status == 400);
   // A finished round: the assistant's call (arguments as JSON text, as clients send them) and the tool's result.
   messages.push_back({{"role", "assistant"},
                       {"content", nullptr},

@@ -1,11 +1,17 @@
 // POST /v1/chat/completions and /v1/completions: render and tokenize the prompt, submit n copies, then stream the
 // engine's events as OpenAI chunks or gather them into one response.
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
 #include <unordered_map>
 
+#include <sys/socket.h>
+
 #include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <nlohmann/json.hpp>
 #include <photon/chat_template.hpp>
@@ -109,10 +115,28 @@ struct Choice {
   double last_token_at = 0.0;
 };
 
+// Which call syntax the model writes: Hermes tags when its tokenizer has them (Qwen3), Llama 3's JSON otherwise.
+ToolCallFormat call_format(const Engine& engine) {
+  const Tokenizer* tok = engine.tokenizer();
+  if (tok != nullptr && tok->token_to_id("<tool_call>")) return ToolCallFormat::kHermes;
+  if (engine.model_info().architecture.starts_with("Llama")) return ToolCallFormat::kLlamaJson;
+  return ToolCallFormat::kHermes;
+}
+
+// The opening of the call that tool_choice "required" or a named function makes the answer begin with; empty for
+// auto and none.
+std::string forced_call_prefix(const GenerationRequest& g, ToolCallFormat format) {
+  if (!g.tools.is_array()) return {};
+  if (g.tool_choice == "required") return call_opening(format, "");
+  if (g.tool_choice.starts_with("function:")) return call_opening(format, g.tool_choice.substr(std::strlen("function:")));
+  return {};
+}
+
 // The prompt as token ids, the text to echo (completions) and the output budget; or why not.
 struct Prompt {
   std::vector<int32_t> ids;
   std::string echo_text;
+  std::string forced_call;  // chat with tool_choice required or named: the start of the call, already in the prompt
 };
 
 std::variant<Prompt, ApiError> build_prompt(const Engine& engine, GenerationRequest& g) {
@@ -133,7 +157,8 @@ std::variant<Prompt, ApiError> build_prompt(const Engine& engine, GenerationRequ
     if (!text)
       return ApiError::bad_request("the chat template could not render these messages: " + text.status().message(),
                                    "messages");
-    p.ids = tok->encode(*text, /*add_special_tokens=*/false);
+    p.forced_call = forced_call_prefix(g, call_format(engine));
+    p.ids = tok->encode(*text + p.forced_call, /*add_special_tokens=*/false);
   } else if (g.prompt_is_ids) {
     p.ids = g.prompt_ids;
     if (g.echo && tok != nullptr) {
@@ -309,12 +334,23 @@ Json tool_calls_json(std::span<const ToolCall> calls, size_t first_index, bool w
   return out;
 }
 
-// Which call syntax the model writes: Hermes tags when its tokenizer has them (Qwen3), Llama 3's JSON otherwise.
-ToolCallFormat call_format(const Engine& engine) {
-  const Tokenizer* tok = engine.tokenizer();
-  if (tok != nullptr && tok->token_to_id("<tool_call>")) return ToolCallFormat::kHermes;
-  if (engine.model_info().architecture.starts_with("Llama")) return ToolCallFormat::kLlamaJson;
-  return ToolCallFormat::kHermes;
+// A response that is not streamed writes nothing until it is whole, so a client that hangs up would go unnoticed:
+// this waits for the socket to turn readable and, when a peek finds the end of the stream (or an error) rather than
+// a pipelined request, closes the channel; the request's loop then cancels its engine requests. A readiness that
+// finds nothing to read (it happens) waits again. `done` is set by the request once its response is decided; the
+// watcher then touches nothing else (the socket may be gone).
+net::awaitable<void> watch_hang_up(net::ip::tcp::socket& socket, std::shared_ptr<EventChannel> channel,
+                                   std::shared_ptr<bool> done) {
+  for (;;) {
+    auto [ec] = co_await socket.async_wait(net::socket_base::wait_read, kAwait);
+    if (*done || ec) co_return;
+    char byte = 0;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) co_return;  // the client's next request: it is still there
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+    channel->close();  // 0: the client closed its side; < 0: the connection failed
+    co_return;
+  }
 }
 
 }  // namespace
@@ -363,7 +399,10 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
   auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor, EventRouter::kChannelCapacity);
   std::vector<Choice> choices(static_cast<size_t>(g.n));
   if (endpoint == Endpoint::kChat && g.tools.is_array() && g.tool_choice != "none") {
-    for (Choice& c : choices) c.tools.emplace(call_format(*engine));
+    for (Choice& c : choices) {
+      c.tools.emplace(call_format(*engine));
+      (void)c.tools->feed(std::get<Prompt>(prompt).forced_call);  // the call's opening is the parser's too
+    }
   }
   std::unordered_map<uint64_t, size_t> index_of;
   const auto cancel_unfinished = [&] {
@@ -446,6 +485,21 @@ net::awaitable<bool> serve_generation(ServerContext& ctx, HttpStream& stream, co
       }
     }
   }
+
+  // Without a stream, a hang-up is seen only by watching the socket; the watcher is stopped on every way out.
+  const auto done = std::make_shared<bool>(false);
+  if (!g.stream) net::co_spawn(stream.get_executor(), watch_hang_up(stream.socket(), channel, done), net::detached);
+  struct StopWatching {
+    HttpStream& stream;
+    bool streaming;
+    std::shared_ptr<bool> done;
+    ~StopWatching() {
+      if (streaming) return;
+      *done = true;
+      boost::system::error_code ignored;
+      stream.socket().cancel(ignored);
+    }
+  } stop_watching{stream, g.stream, done};
 
   size_t open = choices.size();
   std::string error;

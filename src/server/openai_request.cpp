@@ -1,5 +1,7 @@
 #include "server/openai_request.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace photon::server {
@@ -181,6 +183,15 @@ void read_chat(Reader& r, GenerationRequest& g) {
     } else {
       return r.fail("tool_choice", "must be auto, none, required or {\"type\": \"function\", ...}");
     }
+  }
+  if (g.tool_choice == "required" && !g.tools.is_array()) return r.fail("tool_choice", "required needs tools");
+  if (g.tool_choice.starts_with("function:")) {
+    const std::string name = g.tool_choice.substr(std::strlen("function:"));
+    bool known = false;
+    if (g.tools.is_array()) {
+      for (const Json& t : g.tools) known = known || t["function"]["name"] == name;
+    }
+    if (!known) return r.fail("tool_choice", "names the function '" + name + "', which is not among the tools");
   }
   if (const Json* kw = r.get("chat_template_kwargs")) {
     if (!kw->is_object()) return r.fail("chat_template_kwargs", "must be an object");

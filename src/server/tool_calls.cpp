@@ -54,6 +54,15 @@ bool one_call(const Json& j, std::vector<ToolCall>& out) {
 
 }  // namespace
 
+std::string call_opening(ToolCallFormat format, std::string_view function_name) {
+  const bool hermes = format == ToolCallFormat::kHermes;
+  std::string out = hermes ? "<tool_call>\n" : "";
+  if (function_name.empty()) return hermes ? out : "{\"name\": \"";
+  out += "{\"name\": " + Json(std::string(function_name)).dump() + ", ";
+  out += hermes ? "\"arguments\": " : "\"parameters\": ";
+  return out;
+}
+
 std::vector<ToolCall> parse_call_objects(std::string_view json_text) {
   std::vector<ToolCall> calls;
   const Json j = Json::parse(json_text, nullptr, false);

@@ -46,6 +46,11 @@ class ToolCallParser {
   bool found_ = false;
 };
 
+/// The text that opens a call in `format`, for a prompt that forces one (OpenAI's tool_choice "required" or a named
+/// function): the model continues from it, and a parser fed the same text first reads the whole call. An empty
+/// `function_name` leaves the name to the model.
+std::string call_opening(ToolCallFormat format, std::string_view function_name);
+
 /// The calls in `json_text` (one object, or a list of them) with a string "name" and an object "arguments" or
 /// "parameters" (or arguments already as a JSON string); empty when it is not that.
 std::vector<ToolCall> parse_call_objects(std::string_view json_text);
