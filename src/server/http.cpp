@@ -1,6 +1,10 @@
 #include "server/http.hpp"
 
+#include <cstring>
+#include <iterator>
+
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 
 namespace photon::server {
 
@@ -34,8 +38,13 @@ net::awaitable<bool> EventStream::open() {
 }
 
 net::awaitable<bool> EventStream::send(std::string_view payload) {
-  frame_.assign("data: ").append(payload).append("\n\n");
-  auto [ec, n] = co_await net::async_write(stream_, http::make_chunk(net::buffer(frame_)), kAwait);
+  // One chunk of the chunked body, framed here into one buffer and written straight to the socket: one syscall per
+  // event with no gather list, timer or rate policy of the stream in between (the stream has no deadline set).
+  const size_t size = payload.size() + std::strlen("data: \n\n");
+  frame_.clear();
+  fmt::format_to(std::back_inserter(frame_), "{:x}\r\ndata: ", size);
+  frame_.append(payload).append("\n\n\r\n");
+  auto [ec, n] = co_await net::async_write(stream_.socket(), net::buffer(frame_), kAwait);
   co_return !ec;
 }
 
