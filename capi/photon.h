@@ -51,7 +51,7 @@ extern "C" {
 /* Version of these headers. Compare with photon_version_major() etc. at run time; the ABI is stable within one
  * major version (the shared library's SOVERSION). */
 #define PHOTON_C_VERSION_MAJOR 0
-#define PHOTON_C_VERSION_MINOR 2
+#define PHOTON_C_VERSION_MINOR 3
 #define PHOTON_C_VERSION_PATCH 0
 
 PHOTON_C_API int photon_version_major(void);
@@ -133,6 +133,10 @@ typedef struct photon_engine_params {
    * (default) for none. */
   void (*load_progress)(uint64_t done, uint64_t total, void* user_data);
   void* load_progress_user_data;
+  /* Since 0.3. */
+  const char* quantization; /* "none" (default) or "int8": group-wise int8 projections, quantized at load */
+  int32_t group_size;       /* input features per int8 scale: 32, 64 or 128 (default) */
+  int32_t quantize_lm_head; /* non-zero with "int8": the LM head too (default 0) */
 } photon_engine_params;
 
 PHOTON_C_API photon_engine_params photon_engine_params_default(void);

@@ -211,6 +211,9 @@ photon_engine_params photon_engine_params_default(void) {
   p.peer_all_reduce = d.peer_all_reduce ? 1 : 0;
   p.load_progress = nullptr;
   p.load_progress_user_data = nullptr;
+  p.quantization = "none";
+  p.group_size = d.group_size;
+  p.quantize_lm_head = d.quantize_lm_head ? 1 : 0;
   return p;
 }
 
@@ -250,6 +253,9 @@ photon::Result<photon::EngineConfig> engine_config(const photon_engine_params* p
   if (PHOTON_HAS_FIELD(p, enforce_eager)) c.enforce_eager = p->enforce_eager != 0;
   if (PHOTON_HAS_FIELD(p, async_scheduling)) c.async_scheduling = p->async_scheduling != 0;
   if (PHOTON_HAS_FIELD(p, peer_all_reduce)) c.peer_all_reduce = p->peer_all_reduce != 0;
+  if (PHOTON_HAS_FIELD(p, quantization)) c.quantization = or_default(p->quantization, "none");
+  if (PHOTON_HAS_FIELD(p, group_size)) c.group_size = p->group_size;
+  if (PHOTON_HAS_FIELD(p, quantize_lm_head)) c.quantize_lm_head = p->quantize_lm_head != 0;
   if (PHOTON_HAS_FIELD(p, load_progress_user_data) && p->load_progress != nullptr) {
     c.load_progress = [f = p->load_progress, user = p->load_progress_user_data](uint64_t done, uint64_t total) {
       f(done, total, user);

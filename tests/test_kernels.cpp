@@ -52,6 +52,48 @@ TEST_CASE("matmul matches a double reference for every weight dtype and odd size
   cpu::set_force_portable(false);
 }
 
+TEST_CASE("int8 quantization rounds each group to its own scale, and matmul_int8 equals matmul over the dequantized "
+          "weights") {
+  const bool portable = GENERATE(false, true);
+  cpu::set_force_portable(portable);
+  std::mt19937 rng(portable ? 5 : 6);
+  // k not a multiple of the group (a shorter last group), k below one group, and a whole-row group (channel).
+  for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32}, {3, 200, 9, 64}, {1, 48, 13, 128}, {6, 256, 33, 128},
+                                {70, 96, 5, 32}, {2, 80, 7, 80}}) {
+    INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " portable=" << portable);
+    std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
+    for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0
+    const int64_t groups = (k + group - 1) / group;
+    std::vector<int8_t> q(w.size());
+    std::vector<float> scales(static_cast<size_t>(n * groups));
+    cpu::quantize_int8(w.data(), DType::kF32, n, k, group, q.data(), scales.data());
+    // The reference quantization, element by element, and the dequantized weights.
+    std::vector<float> dequantized(w.size());
+    for (int j = 0; j < n; ++j)
+      for (int64_t g = 0; g < groups; ++g) {
+        float max_abs = 0.0f;
+        for (int64_t c = g * group; c < std::min<int64_t>(k, (g + 1) * group); ++c)
+          max_abs = std::max(max_abs, std::fabs(w[static_cast<size_t>(j * k + c)]));
+        const float scale = max_abs / 127.0f;
+        REQUIRE(scales[static_cast<size_t>(j * groups + g)] == scale);
+        for (int64_t c = g * group; c < std::min<int64_t>(k, (g + 1) * group); ++c) {
+          const size_t at = static_cast<size_t>(j * k + c);
+          const float expect = scale == 0.0f ? 0.0f : std::nearbyint(w[at] / scale);
+          REQUIRE(static_cast<float>(q[at]) == expect);
+          REQUIRE(std::abs(q[at]) <= 127);
+          dequantized[at] = static_cast<float>(q[at]) * scale;
+          CHECK(std::fabs(dequantized[at] - w[at]) <= 0.5f * scale * 1.0001f);  // round to nearest
+        }
+      }
+    const auto x = random_floats(static_cast<size_t>(m * k), rng);
+    std::vector<float> out(static_cast<size_t>(m * n), NAN), ref(out.size(), NAN);
+    cpu::matmul_int8(x.data(), m, k, k, q.data(), scales.data(), group, n, out.data());
+    cpu::matmul(x.data(), m, k, k, dequantized.data(), DType::kF32, n, ref.data());
+    for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == ref[i]);  // the same products in the same order
+  }
+  cpu::set_force_portable(false);
+}
+
 TEST_CASE("matmul reads x rows with a stride") {
   std::mt19937 rng(3);
   const int m = 3, k = 40, n = 5, ldx = 50;

@@ -47,6 +47,12 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("memory-utilization", "F",
            "fraction of the device's memory the engine may take in all (default: 0.9 on "
            "a GPU, 0.5 on the CPU)");
+  a.option("quantization", "none|int8",
+           "int8: quantize the projections' weights at load, symmetric int8 with one scale per group of input "
+           "features (the embedding and the LM head stay as they are)",
+           "none");
+  a.option("group-size", "32|64|128", "input features per int8 scale with --quantization int8", "128");
+  a.flag("quantize-lm-head", "with --quantization int8: the LM head too");
   a.option("kv-cache-dtype", "auto|f32|bf16", "dtype of the KV cache (auto: f32 on the CPU, bf16 on a GPU)", "auto");
   a.flag("enable-prefix-caching", "reuse the KV cache of shared prompt prefixes (the default)");
   a.flag("no-prefix-caching", "compute every prompt in full");
@@ -75,6 +81,18 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   if (c.device != "cpu" && c.device != "cuda" && !c.device.starts_with("cuda:")) {
     return bad(fmt::format("option '--device' must be cpu, cuda or cuda:N, not '{}'", c.device));
   }
+  c.quantization = a.get("quantization");
+  if (c.quantization != "none" && c.quantization != "int8") {
+    return bad(fmt::format("option '--quantization' must be none or int8, not '{}'", c.quantization));
+  }
+  PHOTON_ASSIGN_OR_RETURN(int64_t group_size, a.get_int("group-size", 1, 1 << 20));
+  if (group_size != 32 && group_size != 64 && group_size != 128) {
+    return bad(fmt::format("option '--group-size' must be 32, 64 or 128, not {}", group_size));
+  }
+  c.group_size = static_cast<int32_t>(group_size);
+  c.quantize_lm_head = a.has("quantize-lm-head");
+  if (c.quantize_lm_head && c.quantization != "int8") return bad("option '--quantize-lm-head' needs '--quantization int8'");
+  if (a.has("group-size") && c.quantization != "int8") return bad("option '--group-size' needs '--quantization int8'");
   c.kv_cache_dtype = a.get("kv-cache-dtype");
   if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "f32" && c.kv_cache_dtype != "bf16") {
     return bad(fmt::format("option '--kv-cache-dtype' must be auto, f32 or bf16, not '{}'", c.kv_cache_dtype));

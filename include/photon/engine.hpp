@@ -46,6 +46,14 @@ struct EngineConfig {
   std::string device = "cpu";
   /// dtype of dummy weights: "bf16", "f16" or "f32".
   std::string dtype = "bf16";
+  /// Weight quantization at load: "none" or "int8" (symmetric int8 with one scale per `group_size` consecutive
+  /// input features, computed on the device that holds the weights, for every projection of every layer; the
+  /// embedding and the norms stay in the checkpoint's dtype).
+  std::string quantization = "none";
+  /// Input features per int8 scale: 32, 64 or 128. With tensor parallelism it must divide each rank's share.
+  int32_t group_size = 128;
+  /// With int8: the LM head too (a head tied to the embedding gets its own int8 copy; the embedding stays).
+  bool quantize_lm_head = false;
   /// KV cache dtype: "auto" (f32 on the CPU), "f32" or "bf16".
   std::string kv_cache_dtype = "auto";
   /// Bytes for the KV cache; 0 chooses from `memory_utilization`.

@@ -3,7 +3,8 @@
 //
 // Conventions for every operation:
 // - Tensors live on the backend's device. Activations are row-major [tokens, features] in activation_dtype();
-//   weights are [out_features, in_features] in f32, f16 or bf16; index tensors are i32.
+//   weights are [out_features, in_features] in f32, f16 or bf16, or group-wise int8 (core/weight.hpp); index
+//   tensors are i32.
 // - Shapes are validated when the model is loaded, so operations assume them (debug builds assert).
 // - Operations are enqueued in order on the backend's stream; synchronize() waits for all of them.
 #pragma once
@@ -16,6 +17,7 @@
 #include "core/paged_kv.hpp"
 #include "core/sample_request.hpp"
 #include "core/tensor.hpp"
+#include "core/weight.hpp"
 
 namespace photon {
 
@@ -109,12 +111,16 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   /// residual += x; out = rms_norm(residual) * weight (the pre-norm of the next sub-layer).
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
-  /// out[m, n] = sum_k x[m, k] * w[n, k].  x [M, K]; w [N, K]; out [M, N].
-  virtual void linear(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  /// out[m, n] = sum_k x[m, k] * w[n, k].  x [M, K]; w [N, K] (float or group-wise int8); out [M, N].
+  virtual void linear(const Tensor& x, const Weight& w, Tensor& out) = 0;
   /// The gated MLP's first half: out = silu(x . Wg) * (x . Wu), where w = [Wg; Wu] stacks the gate and up
   /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
   /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
-  virtual void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) = 0;
+  virtual void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) = 0;
+  /// Symmetric group-wise int8 of a float weight [N, K] on this device: for each row and each group of
+  /// `group_size` consecutive columns, scale = max |w| / 127 and values = round-half-even(w / scale) (0 where the
+  /// group is all zeros). group_size is a multiple of 16. Errors: out of device memory.
+  virtual Result<Weight> quantize_int8(const Tensor& w, int64_t group_size) = 0;
   /// out[i, :] = x[indices[i], :].
   virtual void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) = 0;
   /// out[r, col_offset + c] = src[r, c] for the columns c that fit in out.  src, out f32 [rows, *].

@@ -55,12 +55,28 @@ class CpuBackend final : public Backend {
                       out.data<float>());
   }
 
-  void linear(const Tensor& x, const Tensor& w, Tensor& out) override {
-    assert(x.size(1) == w.size(1) && out.size(1) == w.size(0) && out.size(0) == x.size(0));
-    cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.raw(), w.dtype(), w.size(0), out.data<float>());
+  void linear(const Tensor& x, const Weight& w, Tensor& out) override {
+    assert(x.size(1) == w.cols() && out.size(1) == w.rows() && out.size(0) == x.size(0));
+    if (w.quantized()) {
+      cpu::matmul_int8(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.values.data<int8_t>(),
+                       w.scales.data<float>(), w.group_size, w.rows(), out.data<float>());
+      return;
+    }
+    cpu::matmul(x.data<float>(), x.size(0), x.size(1), x.stride(0), w.values.raw(), w.values.dtype(), w.rows(),
+                out.data<float>());
   }
 
-  void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+  Result<Weight> quantize_int8(const Tensor& w, int64_t group_size) override {
+    const int64_t n = w.size(0), k = w.size(1);
+    Weight q;
+    q.group_size = group_size;
+    PHOTON_ASSIGN_OR_RETURN(q.values, Tensor::empty({n, k}, DType::kI8, allocator_));
+    PHOTON_ASSIGN_OR_RETURN(q.scales, Tensor::empty({n, (k + group_size - 1) / group_size}, DType::kF32, allocator_));
+    cpu::quantize_int8(w.raw(), w.dtype(), n, k, group_size, q.values.data<int8_t>(), q.scales.data<float>());
+    return q;
+  }
+
+  void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) override {
     linear(x, w, scratch);
     const int64_t inter = out.size(1);
     for (int64_t r = 0; r < x.size(0); ++r) {

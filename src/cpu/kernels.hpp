@@ -24,6 +24,15 @@ void from_f32(const float* src, int64_t n, DType dtype, void* dst);
 
 /// out[i, j] = sum_k x[i, k] * w[j, k].  x f32 [m, k] (rows ldx apart); w [n, k] contiguous; out f32 [m, n].
 void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType w_dtype, int64_t n, float* out);
+/// The same for a group-wise int8 weight (core/weight.hpp): w[j, k] = values[j, k] * scales[j, k / group], each
+/// product rounded to f32, so the result is matmul's over the dequantized f32 weight. values i8 [n, k]; scales f32
+/// [n, ceil(k / group)]; group a multiple of 16, or k.
+void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* values, const float* scales,
+                 int64_t group, int64_t n, float* out);
+/// Symmetric group-wise int8 of w [n, k] (f32, f16 or bf16): per row and group of `group` columns, scale = max |w|
+/// / 127 and q = round-half-even(w / scale), or 0 with scale 0 for an all-zero group. values [n, k]; scales [n,
+/// ceil(k / group)].
+void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t group, int8_t* values, float* scales);
 
 /// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of `dim`. out may alias x.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);

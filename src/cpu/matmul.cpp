@@ -1,8 +1,9 @@
-// CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 weights, f32 accumulation.
+// CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 or group-wise int8 weights, f32 accumulation.
 //
 // Decode is memory-bound (every weight byte is read once per token), so the AVX-512 path streams each weight row
 // exactly once per block of tokens: a register tile of MT tokens x NT weight rows, with weights widened to f32 in
-// registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference).
+// registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference). Int8 weights are widened and
+// multiplied by their group's scale in registers, which rounds exactly as the dequantized f32 weight would be.
 // GCC 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -35,6 +36,27 @@ void matmul_portable(const float* x, int64_t m, int64_t k, int64_t ldx, const vo
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < n; ++j) {
       to_f32(static_cast<const char*>(w) + static_cast<size_t>(j * k) * dtype_size(wt), wt, k, row.data());
+      for (int64_t i = 0; i < m; ++i) {
+        const float* xi = x + i * ldx;
+        float acc = 0.0f;
+        for (int64_t kk = 0; kk < k; ++kk) acc += xi[kk] * row[static_cast<size_t>(kk)];
+        out[i * n + j] = acc;
+      }
+    }
+  }
+}
+
+void matmul_int8_portable(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
+                          int64_t group, int64_t n, float* out) {
+  const int64_t groups = (k + group - 1) / group;
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(k));
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        row[static_cast<size_t>(kk)] = static_cast<float>(w[j * k + kk]) * scales[j * groups + kk / group];
+      }
       for (int64_t i = 0; i < m; ++i) {
         const float* xi = x + i * ldx;
         float acc = 0.0f;
@@ -123,6 +145,79 @@ PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char
   }
 }
 
+// Int8 weights: 16 values widened to f32 and scaled by `scale` (a group never splits a vector of 16: groups are
+// multiples of 16 columns, or the whole row).
+PHOTON_AVX512 inline __m512 load_i8(const int8_t* p, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))),
+                       scale);
+}
+PHOTON_AVX512 inline __m512 load_i8_masked(const int8_t* p, __mmask16 mask, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p))), scale);
+}
+
+// out[r, j0 + c] for r < MT, c < NT, int8 weights: the same sums in the same order as tile<kWF32> over the
+// dequantized weights, group by group.
+template <int MT, int NT>
+PHOTON_AVX512 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, const float* scales, int64_t group,
+                                  int64_t groups, int64_t k, int64_t j0, float* out, int64_t ldo) {
+  __m512 acc[MT][NT];
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t g = 0, g0 = 0; g0 < k; ++g, g0 += group) {
+    const int64_t g_end = g0 + group < k ? g0 + group : k;
+    __m512 scale[NT];
+    for (int c = 0; c < NT; ++c) scale[c] = _mm512_set1_ps(scales[(j0 + c) * groups + g]);
+    int64_t kk = g0;
+    for (; kk + 16 <= g_end; kk += 16) {
+      __m512 wv[NT];
+      for (int c = 0; c < NT; ++c) wv[c] = load_i8(w + (j0 + c) * k + kk, scale[c]);
+      for (int r = 0; r < MT; ++r) {
+        const __m512 xv = _mm512_loadu_ps(x + r * ldx + kk);
+        for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+      }
+    }
+    if (kk < g_end) {
+      const auto mask = static_cast<__mmask16>((1u << (g_end - kk)) - 1u);
+      __m512 wv[NT];
+      for (int c = 0; c < NT; ++c) wv[c] = load_i8_masked(w + (j0 + c) * k + kk, mask, scale[c]);
+      for (int r = 0; r < MT; ++r) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * ldx + kk);
+        for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+PHOTON_AVX512 void matmul_int8_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w,
+                                      const float* scales, int64_t group, int64_t n, float* out) {
+  const int64_t groups = (k + group - 1) / group;
+  constexpr int64_t kRowChunk = 32;
+  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  for (int64_t i0 = 0; i0 < m; i0 += kTokenBlock) {
+    const int64_t mb = m - i0 < kTokenBlock ? m - i0 : kTokenBlock;
+    const float* xb = x + i0 * ldx;
+    float* ob = out + i0 * n;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j_begin = c * kRowChunk;
+      const int64_t j_end = j_begin + kRowChunk < n ? j_begin + kRowChunk : n;
+      int64_t i = 0;
+      for (; i + 4 <= mb; i += 4) {
+        int64_t j = j_begin;
+        for (; j + 4 <= j_end; j += 4) tile_i8<4, 4>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+        for (; j < j_end; ++j) tile_i8<4, 1>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+      }
+      for (; i < mb; ++i) {
+        int64_t j = j_begin;
+        for (; j + 8 <= j_end; j += 8) tile_i8<1, 8>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+        for (; j < j_end; ++j) tile_i8<1, 1>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+      }
+    }
+  }
+}
+
 template <int WK>
 PHOTON_AVX512 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n,
                                  float* out) {
@@ -168,6 +263,13 @@ void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DT
     }
   }
   matmul_portable(x, m, k, ldx, w, wt, n, out);
+}
+
+void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
+                 int64_t group, int64_t n, float* out) {
+  if (m == 0 || n == 0) return;
+  if (has_avx512()) return matmul_int8_avx512(x, m, k, ldx, w, scales, group, n, out);
+  matmul_int8_portable(x, m, k, ldx, w, scales, group, n, out);
 }
 
 }  // namespace photon::cpu

@@ -127,11 +127,17 @@ class CudaBackend final : public Backend {
     cuda::add_rms_norm(bf16_mut(residual), bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps,
                        bf16_mut(out), stream_);
   }
-  void linear_swiglu(const Tensor& x, const Tensor& w, Tensor& scratch, Tensor& out) override {
+  void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) override {
     const int64_t m = x.size(0), k = x.size(1), inter = out.size(1);
     if (m == 0) return;
-    if (cuda::gemv_supported(to_int(m), to_int(k), x.stride(0))) {
-      cuda::gemv_swiglu(bf16(x), to_int(m), x.stride(0), bf16(w), to_int(inter), to_int(k), bf16_mut(out), stream_);
+    if (w.quantized() && cuda::gemv_int8_supported(to_int(m), to_int(k), x.stride(0), to_int(w.group_size))) {
+      cuda::gemv_swiglu_int8(bf16(x), to_int(m), x.stride(0), int8(w), to_int(inter), to_int(k), bf16_mut(out),
+                             stream_);
+      return;
+    }
+    if (!w.quantized() && cuda::gemv_supported(to_int(m), to_int(k), x.stride(0))) {
+      cuda::gemv_swiglu(bf16(x), to_int(m), x.stride(0), bf16(w.values), to_int(inter), to_int(k), bf16_mut(out),
+                        stream_);
       return;
     }
     record(gemm(x, w, scratch));
@@ -182,7 +188,23 @@ class CudaBackend final : public Backend {
                           static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
-  void linear(const Tensor& x, const Tensor& w, Tensor& out) override { record(gemm(x, w, out)); }
+  void linear(const Tensor& x, const Weight& w, Tensor& out) override { record(gemm(x, w, out)); }
+
+  Result<Weight> quantize_int8(const Tensor& w, int64_t group_size) override {
+    const int64_t n = w.size(0), k = w.size(1);
+    if (k % 16 != 0) {
+      return Status(StatusCode::kUnsupported,
+                    fmt::format("int8 weights on the GPU need in_features to be a multiple of 16, not {}", k));
+    }
+    Weight q;
+    q.group_size = group_size;
+    PHOTON_ASSIGN_OR_RETURN(q.values, Tensor::empty({n, k}, DType::kI8, allocator_));
+    PHOTON_ASSIGN_OR_RETURN(q.scales, Tensor::empty({n, (k + group_size - 1) / group_size}, DType::kF32, allocator_));
+    cuda::quantize_int8(bf16(w), n, k, to_int(group_size), q.values.data<int8_t>(), q.scales.data<float>(), stream_);
+    PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // w may be freed when this returns
+    return q;
+  }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
     void* p = nullptr;
@@ -276,17 +298,39 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for up to 8 rows (decode), cuBLASLt above.
-  Status gemm(const Tensor& x, const Tensor& w, Tensor& out) {
-    const int64_t m = x.size(0), k = x.size(1), n = w.size(0), ldx = x.stride(0);
+  static cuda::Int8Weights int8(const Weight& w) {
+    return {w.values.data<int8_t>(), w.scales.data<float>(), to_int(w.num_groups()), to_int(w.group_size)};
+  }
+
+  // The bf16 scratch that int8 weights are widened into for the tensor-core GEMM: as large as the largest one.
+  Status reserve_dequantized(int64_t elements) {
+    if (dequantized_.defined() && elements <= dequantized_.numel()) return Status::ok();
+    dequantized_ = Tensor();
+    PHOTON_ASSIGN_OR_RETURN(dequantized_, Tensor::empty({elements}, DType::kBF16, allocator_));
+    return Status::ok();
+  }
+
+  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for up to 8 rows (decode), cuBLASLt above (int8 weights
+  // widened to bf16 first).
+  Status gemm(const Tensor& x, const Weight& w, Tensor& out) {
+    const int64_t m = x.size(0), k = x.size(1), n = w.rows(), ldx = x.stride(0);
     if (m == 0) return Status::ok();
     const bool out_f32 = out.dtype() == DType::kF32;
+    if (w.quantized()) {
+      if (cuda::gemv_int8_supported(to_int(m), to_int(k), ldx, to_int(w.group_size))) {
+        cuda::gemv_int8(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32, stream_);
+        return Status::ok();
+      }
+      auto* wide = bf16_mut(dequantized_);
+      cuda::dequantize_int8(int8(w), n, k, wide, stream_);
+      return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);
+    }
     if (cuda::gemv_supported(static_cast<int>(m), static_cast<int>(k), ldx)) {
-      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w), static_cast<int>(n), static_cast<int>(k), out.raw(),
-                 out_f32, stream_);
+      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w.values), static_cast<int>(n), static_cast<int>(k),
+                 out.raw(), out_f32, stream_);
       return Status::ok();
     }
-    return gemm_->run(x.raw(), m, k, ldx, w.raw(), n, out.raw(), out_f32, stream_);
+    return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
   }
 
   int device_;
@@ -295,6 +339,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   void* gemm_workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
+  Tensor dequantized_;  // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
   std::vector<cudaGraphExec_t> graphs_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
   cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host

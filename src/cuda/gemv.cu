@@ -10,6 +10,9 @@
 // - the SwiGLU form reads gate row j and up row j + I of a stacked [gate; up] matrix in the same group and writes
 //   silu(gate) * up, so the gated MLP's first half is one kernel.
 // Weights are read with the streaming cache hint: they are used once per step and should not evict activations.
+// Group-wise int8 weights (W8A16) take the same path with 16 weights per 16-byte load: each vector lies in one group
+// (groups are multiples of 16), is widened to f32 in registers, dotted with 16 activations and scaled once by its
+// group's scale.
 #include <algorithm>
 
 #include "cuda/common.cuh"
@@ -33,28 +36,74 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x) {
   return lo + hi;
 }
 
+// 16 int8 weights (one 16-byte load) dotted with 16 bf16 activations (two loads). Each byte becomes a float by the
+// exponent trick: 0x4B000000 | (q + 128) is the float 2^23 + q + 128, so subtracting 2^23 + 128 gives q exactly.
+__device__ __forceinline__ float dot16_i8(const uint4& w, const uint4& x0, const uint4& x1) {
+  const uint32_t ws[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
+  const uint32_t xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  constexpr float kBias = 8388736.0f;  // 2^23 + 128
+  float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float q0 = __uint_as_float(__byte_perm(ws[e], 0x4B000000u, 0x7540)) - kBias;
+    const float q1 = __uint_as_float(__byte_perm(ws[e], 0x4B000000u, 0x7541)) - kBias;
+    const float q2 = __uint_as_float(__byte_perm(ws[e], 0x4B000000u, 0x7542)) - kBias;
+    const float q3 = __uint_as_float(__byte_perm(ws[e], 0x4B000000u, 0x7543)) - kBias;
+    lo += q0 * __uint_as_float(xs[2 * e] << 16) + q2 * __uint_as_float(xs[2 * e + 1] << 16);
+    hi += q1 * __uint_as_float(xs[2 * e] & 0xffff0000u) + q3 * __uint_as_float(xs[2 * e + 1] & 0xffff0000u);
+  }
+  return lo + hi;
+}
+
 __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
+
+// Where a kernel's weights are: bf16 values, or int8 values with f32 scales per group of `group` columns.
+struct GemvWeights {
+  const void* values;
+  const float* scales;  // int8 only: [rows, groups]
+  int groups;           // int8 only: scales per row
+  int group_shift;      // int8 only: log2(group / 16) when the group is a power of two, else -1
+  int group16;          // int8 only: group / 16 (vectors per group)
+};
 
 // M: activation rows computed (x rows at or past `m` repeat the last one and are not stored); kRows: weight rows per
 // group (for SwiGLU, kRows / 2 gate rows and the matching up rows); n: output columns (for SwiGLU, I).
-template <int M, int kRows, bool kSwiglu>
+template <int M, int kRows, bool kSwiglu, bool kInt8>
 __global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, const uint16_t* __restrict__ w, int n, int k,
-                int group_threads, void* __restrict__ out, bool out_f32) {
+    gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, GemvWeights wt, int n, int k, int group_threads,
+                void* __restrict__ out, bool out_f32) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
+  constexpr int kPerVec = kInt8 ? 16 : 8;            // weights per 16-byte load
   __shared__ float partial[kThreads / 32][M * kRows];
   const int groups = kThreads / group_threads;
   const int group = threadIdx.x / group_threads, tid = threadIdx.x % group_threads;
   const int first = (blockIdx.x * groups + group) * kOut;
-  const int vecs = k / 8;
+  const int vecs = k / kPerVec;
 
   const uint4* rows[kRows];
+  const float* row_scales[kRows];
 #pragma unroll
   for (int r = 0; r < kOut; ++r) {
     const int64_t row = min(first + r, n - 1);  // rows past the end repeat the last one and are not stored
-    rows[r] = reinterpret_cast<const uint4*>(w + row * k);
-    if constexpr (kSwiglu) rows[kOut + r] = reinterpret_cast<const uint4*>(w + (row + n) * k);
+    const auto at = [&](int64_t rr) {
+      return reinterpret_cast<const uint4*>(static_cast<const char*>(wt.values) + rr * k * (kInt8 ? 1 : 2));
+    };
+    rows[r] = at(row);
+    if constexpr (kSwiglu) rows[kOut + r] = at(row + n);
+    if constexpr (kInt8) {
+      row_scales[r] = wt.scales + row * wt.groups;
+      if constexpr (kSwiglu) row_scales[kOut + r] = wt.scales + (row + n) * wt.groups;
+    }
   }
+  // The dot product of weight vector v of row r with activation row i; int8 vectors carry their group's scale.
+  const auto dot = [&](const uint4& w, const uint4* xrow, int v, int r) {
+    if constexpr (kInt8) {
+      const int g = wt.group_shift >= 0 ? v >> wt.group_shift : v / wt.group16;
+      return row_scales[r][g] * dot16_i8(w, xrow[2 * v], xrow[2 * v + 1]);
+    } else {
+      return dot8(w, xrow[v]);
+    }
+  };
   // The weights are constant, so the first pass of loads is issued before the wait and streams in while the kernel
   // before this one finishes; for the matrices of small models (K / 8 <= T) that pass is the whole row.
   uint4 first_w[kRows];
@@ -76,9 +125,8 @@ __global__ void __launch_bounds__(kThreads)
   if (has_first) {
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      const uint4 xv = xs[i][tid];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(first_w[r], xv);
+      for (int r = 0; r < kRows; ++r) acc[i][r] += dot(first_w[r], xs[i], tid, r);
     }
   }
 
@@ -89,9 +137,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      const uint4 xv = xs[i][v];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(wv[r], xv);
+      for (int r = 0; r < kRows; ++r) acc[i][r] += dot(wv[r], xs[i], v, r);
     }
   }
 
@@ -135,21 +182,22 @@ int sm_count() {
   return count;
 }
 
-template <int M, int kRows, bool kSwiglu>
-void launch_rows(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, int group_threads, void* out,
-                 bool out_f32, cudaStream_t s) {
+template <int M, int kRows, bool kSwiglu, bool kInt8>
+void launch_rows(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, int group_threads,
+                 void* out, bool out_f32, cudaStream_t s) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
   const int per_block = kThreads / group_threads * kOut;
   const int blocks = (n + per_block - 1) / per_block;
-  launch(gemv_kernel<M, kRows, kSwiglu>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out, out_f32);
+  launch(gemv_kernel<M, kRows, kSwiglu, kInt8>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out,
+         out_f32);
 }
 
 // Blocks of this instantiation the GPU holds at once (all SMs).
-template <int M, int kRows, bool kSwiglu>
+template <int M, int kRows, bool kSwiglu, bool kInt8>
 int resident_blocks() {
   static const int blocks = [] {
     int per_sm = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu>, kThreads, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu, kInt8>, kThreads, 0);
     return std::max(per_sm, 1) * sm_count();
   }();
   return blocks;
@@ -159,11 +207,12 @@ int resident_blocks() {
 // one with the most blocks that still does (spread over every SM; every block issues its first loads before the
 // PDL wait, which blocks of a second wave cannot). Larger matrices take the most rows (deepest load pipelines) that
 // still give the grid at least four blocks per SM.
-template <int M, bool kSwiglu, int... kChoices>
-void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+template <int M, bool kSwiglu, bool kInt8, int... kChoices>
+void dispatch(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
               cudaStream_t s) {
+  const int vecs = k / (kInt8 ? 16 : 8);
   int group_threads = 32;
-  while (group_threads < kThreads && group_threads * 2 <= k / 8) group_threads *= 2;
+  while (group_threads < kThreads && group_threads * 2 <= vecs) group_threads *= 2;
   const int groups = kThreads / group_threads;
   const auto blocks_for = [&](int rows) {
     const int out_rows = kSwiglu ? rows / 2 : rows;
@@ -171,37 +220,58 @@ void dispatch(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, i
   };
   // kChoices run largest first: the last one that fits in one wave has the most blocks.
   int pick = 0;
-  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu>() ? pick = kChoices : 0), ...);
+  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu, kInt8>() ? pick = kChoices : 0), ...);
   if (pick == 0) {
     const int want_blocks = 4 * sm_count();
     ((pick == 0 && (blocks_for(kChoices) >= want_blocks || kChoices == std::min({kChoices...})) ? pick = kChoices : 0),
      ...);
   }
-  ((pick == kChoices ? launch_rows<M, kChoices, kSwiglu>(x, m, ldx, w, n, k, group_threads, out, out_f32, s) : void()),
+  ((pick == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8>(x, m, ldx, w, n, k, group_threads, out, out_f32, s)
+                     : void()),
    ...);
 }
 
-template <bool kSwiglu>
-void run(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+template <bool kSwiglu, bool kInt8>
+void run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
          cudaStream_t s) {
-  if (m == 1) return dispatch<1, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  if (m == 2) return dispatch<2, kSwiglu, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  if (m <= 4) return dispatch<4, kSwiglu, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  return dispatch<8, kSwiglu, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m == 1) return dispatch<1, kSwiglu, kInt8, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m == 2) return dispatch<2, kSwiglu, kInt8, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  if (m <= 4) return dispatch<4, kSwiglu, kInt8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+  return dispatch<8, kSwiglu, kInt8, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+}
+
+GemvWeights int8_weights(const Int8Weights& w) {
+  GemvWeights g{w.values, w.scales, w.groups, -1, w.group / 16};
+  if ((g.group16 & (g.group16 - 1)) == 0) g.group_shift = __builtin_ctz(static_cast<unsigned>(g.group16));
+  return g;
 }
 
 }  // namespace
 
 bool gemv_supported(int m, int k, int64_t ldx) { return m >= 1 && m <= 8 && k % 8 == 0 && ldx % 8 == 0; }
 
+bool gemv_int8_supported(int m, int k, int64_t ldx, int group) {
+  return m >= 1 && m <= 8 && k % 16 == 0 && ldx % 8 == 0 && group % 16 == 0;
+}
+
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s) {
-  run<false>(x, m, ldx, w, n, k, out, out_f32, s);
+  run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, s);
 }
 
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s) {
-  run<true>(x, m, ldx, w, inter, k, out, false, s);
+  run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, s);
+}
+
+void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+               cudaStream_t s) {
+  run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, s);
+}
+
+void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
+                      cudaStream_t s) {
+  run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, s);
 }
 
 }  // namespace photon::cuda

@@ -52,6 +52,29 @@ void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s);
 
+/// A group-wise int8 weight on the device (core/weight.hpp): values i8 [N, K], scales f32 [N, groups], one per
+/// `group` consecutive columns.
+struct Int8Weights {
+  const int8_t* values;
+  const float* scales;
+  int groups;
+  int group;
+};
+/// Whether gemv_int8 handles this shape (1 to 8 rows, K a multiple of 16, the group a multiple of 16).
+bool gemv_int8_supported(int m, int k, int64_t ldx, int group);
+/// gemv and gemv_swiglu over int8 weights (W8A16): bf16 activations, f32 accumulation, the group's scale applied to
+/// each 16-weight partial sum.
+void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+               cudaStream_t s);
+void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
+                      cudaStream_t s);
+/// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =
+/// max |w| / 127 per group, round-half-even of w / scale).
+void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales,
+                   cudaStream_t s);
+/// out bf16 [n, k] = values * scale, each product rounded to bf16 (for the tensor-core GEMM of large batches).
+void dequantize_int8(const Int8Weights& w, int64_t n, int64_t k, uint16_t* out, cudaStream_t s);
+
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);
 /// Causal attention for the prompt chunks of kv's sequences listed in `seqs` on tensor cores (FlashAttention-2

@@ -154,6 +154,21 @@ Result<ModelSource> model_source(const EngineConfig& config) {
   }
   source.dummy_dtype = *dtype;
   source.seed = config.seed;
+  const auto int8 = parse_quantization(config.quantization);
+  if (!int8) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("quantization must be none or int8, not '{}'", config.quantization));
+  }
+  source.quantization.int8 = *int8;
+  source.quantization.group_size = config.group_size;
+  source.quantization.lm_head = config.quantize_lm_head;
+  if (*int8 && config.group_size != 32 && config.group_size != 64 && config.group_size != 128) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("group_size must be 32, 64 or 128, not {}", config.group_size));
+  }
+  if (!*int8 && config.quantize_lm_head) {
+    return Status(StatusCode::kInvalidArgument, "quantize_lm_head needs quantization int8");
+  }
   return source;
 }
 

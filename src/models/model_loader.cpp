@@ -32,11 +32,16 @@ Result<ModelConfig> load_config(const ModelSource& source) {
 
 Result<ModelWeights> load_model_weights(const ModelSource& source, const ModelConfig& config, Backend& backend,
                                         const TensorParallelShard& shard, const LoadProgress& progress) {
+  ModelWeights weights;
   if (is_preset(source.model) || source.format == LoadFormat::kDummy) {
-    return make_dummy_weights(config, backend, source.seed, source.dummy_dtype, shard, progress);
+    PHOTON_ASSIGN_OR_RETURN(weights,
+                            make_dummy_weights(config, backend, source.seed, source.dummy_dtype, shard, progress));
+  } else {
+    PHOTON_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(source.model));
+    PHOTON_ASSIGN_OR_RETURN(weights, load_weights(config, ckpt, backend, shard, progress));
   }
-  PHOTON_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open(source.model));
-  return load_weights(config, ckpt, backend, shard, progress);
+  PHOTON_RETURN_IF_ERROR(quantize_weights(weights, backend, source.quantization, shard.is_sharded()));
+  return weights;
 }
 
 Result<LoadedModel> load_model(const ModelSource& source, Backend& backend, const LoadProgress& progress) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "models/model_config.hpp"
+#include "models/quantization.hpp"
 #include "models/weights.hpp"
 
 namespace photon {
@@ -22,6 +23,7 @@ struct ModelSource {
   LoadFormat format = LoadFormat::kAuto;
   uint64_t seed = 0;                 ///< dummy weights' seed
   DType dummy_dtype = DType::kBF16;  ///< dummy weights' dtype
+  QuantizationConfig quantization;   ///< applied on the device once the weights are there
 };
 
 struct LoadedModel {
@@ -32,7 +34,8 @@ struct LoadedModel {
 /// Reads the config and loads (or generates) the weights onto `backend`.
 Result<LoadedModel> load_model(const ModelSource& source, Backend& backend, const LoadProgress& progress = {});
 
-/// Loads (or generates) one tensor-parallel shard's weights of the model whose config load_config() returned.
+/// Loads (or generates) one tensor-parallel shard's weights of the model whose config load_config() returned, and
+/// quantizes them as source.quantization asks.
 Result<ModelWeights> load_model_weights(const ModelSource& source, const ModelConfig& config, Backend& backend,
                                         const TensorParallelShard& shard, const LoadProgress& progress = {});
 

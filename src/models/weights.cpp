@@ -67,25 +67,25 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("model.layers.{}.", i);
     add(p + "input_layernorm.weight", {h}, &l.input_norm, true);
-    add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.qkv_proj, false, q_rows);
-    add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.qkv_proj, false, kv_rows);
-    add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.qkv_proj, false, kv_rows);
+    add(p + "self_attn.q_proj.weight", {c.q_size(), h}, &l.qkv_proj.values, false, q_rows);
+    add(p + "self_attn.k_proj.weight", {c.kv_size(), h}, &l.qkv_proj.values, false, kv_rows);
+    add(p + "self_attn.v_proj.weight", {c.kv_size(), h}, &l.qkv_proj.values, false, kv_rows);
     fuse(3);
-    add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj, false,
+    add(p + "self_attn.o_proj.weight", {h, c.q_size()}, &l.o_proj.values, false,
         cols(tp.q_head_begin * hd, tp.num_heads * hd));
     if (c.has_qk_norm()) {
       add(p + "self_attn.q_norm.weight", {hd}, &l.q_norm, true);
       add(p + "self_attn.k_norm.weight", {hd}, &l.k_norm, true);
     }
     add(p + "post_attention_layernorm.weight", {h}, &l.post_norm, true);
-    add(p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj, false, mlp_rows);
-    add(p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj, false, mlp_rows);
+    add(p + "mlp.gate_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj.values, false, mlp_rows);
+    add(p + "mlp.up_proj.weight", {c.intermediate_size, h}, &l.gate_up_proj.values, false, mlp_rows);
     fuse(2);
-    add(p + "mlp.down_proj.weight", {h, c.intermediate_size}, &l.down_proj, false,
+    add(p + "mlp.down_proj.weight", {h, c.intermediate_size}, &l.down_proj.values, false,
         cols(tp.intermediate_begin, tp.intermediate_size));
   }
   add("model.norm.weight", {h}, &w.final_norm, true);
-  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h}, &w.lm_head, false, vocab);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h}, &w.lm_head.values, false, vocab);
   return specs;
 }
 

@@ -17,19 +17,19 @@ namespace photon {
 /// matmul (one pass over the activations, one kernel); checkpoints keep them apart and loading lays them together.
 struct LayerWeights {
   Tensor input_norm;    ///< f32 [hidden]
-  Tensor qkv_proj;      ///< [(heads + 2 * kv_heads) * head_dim, hidden]: q_proj's rows, then k_proj's, then v_proj's
-  Tensor o_proj;        ///< [hidden, heads * head_dim]
+  Weight qkv_proj;      ///< [(heads + 2 * kv_heads) * head_dim, hidden]: q_proj's rows, then k_proj's, then v_proj's
+  Weight o_proj;        ///< [hidden, heads * head_dim]
   Tensor q_norm;        ///< f32 [head_dim] (Qwen3 only; empty otherwise)
   Tensor k_norm;        ///< f32 [head_dim] (Qwen3 only; empty otherwise)
   Tensor post_norm;     ///< f32 [hidden]
-  Tensor gate_up_proj;  ///< [2 * intermediate, hidden]: gate_proj's rows, then up_proj's
-  Tensor down_proj;     ///< [hidden, intermediate]
+  Weight gate_up_proj;  ///< [2 * intermediate, hidden]: gate_proj's rows, then up_proj's
+  Weight down_proj;     ///< [hidden, intermediate]
 };
 
 struct ModelWeights {
   Tensor embed;       ///< [vocab, hidden]
   Tensor final_norm;  ///< f32 [hidden]
-  Tensor lm_head;     ///< [vocab, hidden]; the same tensor as embed when tied
+  Weight lm_head;     ///< [vocab, hidden]; the same tensor as embed when tied (unless quantized apart)
   std::vector<LayerWeights> layers;
   uint64_t bytes = 0;  ///< bytes of weights resident on the device (tied embedding counted once)
 };
