@@ -1,8 +1,10 @@
-// Streaming speed of the decode matmul kernels (cuda::gemv, cuda::gemv_swiglu) at the projection shapes of the
+// Streaming speed of the decode matmul kernels (cuda::gemv, cuda::gemv_swiglu, and their int8 forms with scales per
+// group of 128) at the projection shapes of the
 // models photon bench runs, against the read bandwidth a kernel could reach. Each shape cycles through enough
 // weight copies (>= 512 MiB) that no launch finds its weights in the L2 cache; launches run back to back in a CUDA
 // graph, as decode steps replay them. Prints one JSON line per shape:
-// {"model", "matrix", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read.
+// {"model", "matrix", "weights", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read (int8:
+// values and scales) and weights is "bf16" or "int8".
 // Usage: photon_gemv_bandwidth [M ...]   (activation rows; default 1)
 #include <cuda_runtime.h>
 
@@ -61,9 +63,14 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&x, size_t{8} * 16384 * 2));
   CHECK_CUDA(cudaMalloc(&out, size_t{8} * 131072 * 4));
   CHECK_CUDA(cudaMemset(x, 0x3c, size_t{8} * 16384 * 2));
+  constexpr int kGroup = 128;
   for (int m : ms) {
+    for (const bool int8 : {false, true})
     for (const Shape& s : kShapes) {
-      const size_t bytes = size_t{2} * s.rows * (s.swiglu ? 2 : 1) * s.k;
+      const size_t rows = size_t{1} * s.rows * (s.swiglu ? 2 : 1);
+      const int groups = (s.k + kGroup - 1) / kGroup;
+      const size_t value_bytes = rows * s.k * (int8 ? 1 : 2);
+      const size_t bytes = value_bytes + (int8 ? rows * groups * 4 : 0);
       const int copies = static_cast<int>((size_t{512} << 20) / bytes + 1);
       std::vector<void*> weights(static_cast<size_t>(copies));
       for (auto& w : weights) {
@@ -75,7 +82,14 @@ int main(int argc, char** argv) {
         for (int i = 0; i < kLaunches; ++i) {
           const auto* w = static_cast<const uint16_t*>(weights[static_cast<size_t>(i % copies)]);
           const auto* xs = static_cast<const uint16_t*>(x);
-          if (s.swiglu) {
+          const auto* base = static_cast<const char*>(weights[static_cast<size_t>(i % copies)]);
+          const photon::cuda::Int8Weights q{reinterpret_cast<const int8_t*>(base),
+                                            reinterpret_cast<const float*>(base + value_bytes), groups, kGroup};
+          if (int8 && s.swiglu) {
+            photon::cuda::gemv_swiglu_int8(xs, m, s.k, q, s.rows, s.k, static_cast<uint16_t*>(out), stream);
+          } else if (int8) {
+            photon::cuda::gemv_int8(xs, m, s.k, q, s.rows, s.k, out, false, stream);
+          } else if (s.swiglu) {
             photon::cuda::gemv_swiglu(xs, m, s.k, w, s.rows, s.k, static_cast<uint16_t*>(out), stream);
           } else {
             photon::cuda::gemv(xs, m, s.k, w, s.rows, s.k, out, false, stream);
@@ -101,9 +115,9 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
       const double us = 1e3 * ms_total / (kReplays * kLaunches);
       std::printf(
-          "{\"model\": \"%s\", \"matrix\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, \"us\": %.2f, "
-          "\"gb_per_s\": %.1f}\n",
-          s.model, s.matrix, m, s.rows * (s.swiglu ? 2 : 1), s.k, us, static_cast<double>(bytes) / us / 1e3);
+          "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, "
+          "\"us\": %.2f, \"gb_per_s\": %.1f}\n",
+          s.model, s.matrix, int8 ? "int8" : "bf16", m, s.rows * (s.swiglu ? 2 : 1), s.k, us, static_cast<double>(bytes) / us / 1e3);
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
       cudaEventDestroy(start);

@@ -165,9 +165,11 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print("| GEMV (weights streamed) | M=" + " | M=".join(str(m) for m in sorted({r["m"] for r in rows})) + " |")
 print("| --- |" + " --- |" * len({r["m"] for r in rows}))
-for key in dict.fromkeys((r["model"], r["matrix"], r["rows"], r["k"]) for r in rows):
-    cells = [f'{r["us"]:.1f} us, {r["gb_per_s"]:.0f} GB/s' for r in rows if (r["model"], r["matrix"], r["rows"], r["k"]) == key]
-    print(f"| {key[0]} {key[1]} {key[2]}x{key[3]} | " + " | ".join(cells) + " |")
+def key_of(r):
+    return (r["model"], r["matrix"], r.get("weights", "bf16"), r["rows"], r["k"])
+for key in dict.fromkeys(key_of(r) for r in rows):
+    cells = [f'{r["us"]:.1f} us, {r["gb_per_s"]:.0f} GB/s' for r in rows if key_of(r) == key]
+    print(f"| {key[0]} {key[1]} {key[2]} {key[3]}x{key[4]} | " + " | ".join(cells) + " |")
 PY
 fi
 
@@ -224,6 +226,16 @@ bench llama1b-1024x128-topp 240 --model dummy:llama-3.2-1b --num-prompts 1024 --
 bench llama1b-1024x128-penalties 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --temperature 0.8 --top-p 0.95 --repetition-penalty 1.1 --presence-penalty 0.2 --frequency-penalty 0.2
 bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128
+# Int8 weights (group 128, quantized at load): batch 1 against the int8 bytes roofline, then the batch shapes.
+bench llama1b-b1-int8 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
+bench llama1b-b1-int8-lmhead 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256 \
+  --quantization int8 --quantize-lm-head
+bench qwen06b-b1-int8 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
+bench llama8b-b1-int8 180 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
+bench llama1b-1024x128-int8 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
+  --quantization int8
+bench llama1b-256x2048-int8 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128 \
+  --quantization int8
 if [ "$gpus" -ge 2 ]; then
   bench llama8b-b1-tp2 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 \
     --tensor-parallel-size 2

@@ -185,6 +185,22 @@ check "bench missing flag" 2 "'--input-len' is required" -- "$photon" bench --mo
 check "bench bad top-p" 2 "'--top-p' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --top-p 1.5
 check "bench bad penalty" 2 "'--presence-penalty' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --presence-penalty 3
 check "bench bad quantization" 2 "'--quantization' must be none" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --quantization fp4
+check "bad group size" 2 "'--group-size' must be 32, 64 or 128" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --quantization int8 --group-size 48
+check "lm head without int8" 2 "'--quantize-lm-head' needs '--quantization int8'" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --quantize-lm-head
+check "group size without int8" 2 "'--group-size' needs '--quantization int8'" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --group-size 64
+check "int8 groups across ranks" 1 "does not divide" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --quantization int8 --group-size 32 --tensor-parallel-size 4
+# Int8 weights: fewer weight bytes than bf16, and the bench says how it ran.
+bf16_bytes=$("$photon" bench --model dummy:tiny-qwen3 --num-prompts 1 --input-len 4 --output-len 4 --json 2>/dev/null | tail -1)
+int8_bytes=$("$photon" bench --model dummy:tiny-qwen3 --num-prompts 1 --input-len 4 --output-len 4 --json --quantization int8 \
+  --group-size 32 2>/dev/null | tail -1)
+if python3 - "$bf16_bytes" "$int8_bytes" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: int8 bench"; failures=$((failures + 1)); fi
+import json, sys
+bf16, int8 = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert int8["quantization"] == "int8" and int8["group_size"] == 32 and not int8["quantize_lm_head"], int8
+assert bf16["quantization"] == "none" and bf16["group_size"] == 0, bf16
+assert int8["weight_bytes"] < bf16["weight_bytes"], (int8["weight_bytes"], bf16["weight_bytes"])
+assert int8["load_s"] > 0
+PY
 check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
 check "tokenize missing file" 1 "no tokenizer.json" -- "$photon" tokenize --tokenizer /tmp

@@ -142,6 +142,64 @@ TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[
   }
 }
 
+TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear, SwiGLU and embedding match it",
+          "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(23);
+  // M <= 8 takes the W8A16 GEMV, larger M widens the weights to bf16 for cuBLASLt; k not a multiple of the group
+  // (a shorter last group) and k below one group.
+  for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32}, {3, 1024, 77, 128}, {8, 2048, 333, 64}, {2, 208, 50, 128},
+                                {1, 48, 9, 128}, {17, 96, 300, 32}, {130, 256, 64, 128}}) {
+    INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
+    const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // bf16 values, [2n, k] for SwiGLU
+    Tensor cw = cpu_tensor(w, {2 * n, k});
+    Tensor gw = gpu_tensor(*b.gpu, w, {2 * n, k}, DType::kBF16);
+    Weight cq = b.cpu->quantize_int8(cw, group).value();
+    Weight gq = b.gpu->quantize_int8(gw, group).value();
+    REQUIRE(gq.num_groups() == cq.num_groups());
+    std::vector<int8_t> values(static_cast<size_t>(2 * n * k));
+    std::vector<float> scales(static_cast<size_t>(gq.scales.numel()));
+    b.gpu->copy_to_host(gq.values, values.data(), values.size());
+    b.gpu->copy_to_host(gq.scales, scales.data(), scales.size() * 4);
+    CHECK(std::equal(values.begin(), values.end(), cq.values.data<int8_t>()));
+    CHECK(std::equal(scales.begin(), scales.end(), cq.scales.data<float>()));
+
+    const auto x = random_vec(static_cast<size_t>(m * k), rng);
+    Tensor cx = cpu_tensor(x, {m, k});
+    Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16);
+    Tensor cout = Tensor::empty({m, 2 * n}, DType::kF32, default_cpu_allocator()).value();
+    b.cpu->linear(cx, cq, cout);
+    Tensor gout = Tensor::empty({m, 2 * n}, DType::kF32, b.gpu->allocator()).value();
+    b.gpu->linear(gx, gq, gout);
+    REQUIRE(b.gpu->take_error().is_ok());
+    const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
+    // The GEMV sums in f32 like the CPU; the GEMM path multiplies bf16-rounded dequantized weights.
+    CHECK(violation(read_back(*b.gpu, gout), ref, 1e-2, m <= 8 ? 1e-3 : 1e-2) <= 1.0);
+
+    Tensor cscratch = Tensor::empty({m, 2 * n}, DType::kF32, default_cpu_allocator()).value();
+    Tensor cmlp = Tensor::empty({m, n}, DType::kF32, default_cpu_allocator()).value();
+    b.cpu->linear_swiglu(cx, cq, cscratch, cmlp);
+    Tensor gscratch = Tensor::empty({m, 2 * n}, DType::kBF16, b.gpu->allocator()).value();
+    Tensor gmlp = Tensor::empty({m, n}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->linear_swiglu(gx, gq, gscratch, gmlp);
+    REQUIRE(b.gpu->take_error().is_ok());
+    const std::vector<float> mlp_ref(cmlp.data<float>(), cmlp.data<float>() + cmlp.numel());
+    CHECK(violation(read_back(*b.gpu, gmlp), mlp_ref, 2e-2, 2e-2) <= 1.0);
+
+    // The int8 table as an embedding (a tied, quantized LM head): rows 0, 5 and past the end (zeros).
+    const std::vector<int32_t> ids = {0, 5, static_cast<int32_t>(2 * n) + 3};
+    Tensor cids = Tensor::empty({3}, DType::kI32, default_cpu_allocator()).value();
+    std::copy(ids.begin(), ids.end(), cids.data<int32_t>());
+    Tensor cemb = Tensor::empty({3, k}, DType::kF32, default_cpu_allocator()).value();
+    b.cpu->embed(cids, Tensor(), cq, 0, cemb);
+    Tensor gemb = Tensor::empty({3, k}, DType::kBF16, b.gpu->allocator()).value();
+    b.gpu->embed(gpu_ints(*b.gpu, ids), Tensor(), gq, 0, gemb);
+    REQUIRE(b.gpu->take_error().is_ok());
+    const std::vector<float> emb_ref(cemb.data<float>(), cemb.data<float>() + cemb.numel());
+    CHECK(violation(read_back(*b.gpu, gemb), emb_ref, 1e-6, 4e-3) <= 1.0);
+  }
+}
+
 TEST_CASE("CUDA q/k norm, RoPE and cache write of the fused projection match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(12);
@@ -560,6 +618,56 @@ TEST_CASE("the CUDA engine tracks transformers' float32 logprobs on the parity c
               << greedy_total);
     CHECK(mean < 0.05);
     CHECK(greedy_equal >= greedy_total / 2);
+  }
+}
+
+namespace {
+
+// Prompt logprobs (positions 1 ..) of one request through an engine built from `c`.
+std::vector<float> engine_prompt_logprobs(EngineConfig c, const std::vector<int32_t>& prompt) {
+  c.max_model_len = 128;
+  c.num_kv_blocks = 64;
+  auto engine = Engine::create(c);
+  INFO(engine.status().to_string());
+  REQUIRE(engine.is_ok());
+  SamplingParams p;
+  p.max_tokens = 1;
+  p.prompt_logprobs = 0;
+  REQUIRE((*engine)->submit(prompt, p).is_ok());
+  std::vector<float> out;
+  while ((*engine)->has_unfinished_requests()) {
+    REQUIRE((*engine)->step().is_ok());
+    for (auto& e : (*engine)->poll()) {
+      for (const TokenLogprob& r : e.prompt_logprobs) out.push_back(r.logprob);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16's error", "[cuda]") {
+  if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
+  for (const char* name : {"llama3-gqa-tied-ropescaled", "qwen3-mha-untied-headdim24"}) {
+    const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/parity/" + name;
+    const auto ref = nlohmann::json::parse(read_text_file(dir + "/reference.json").value());
+    const auto prompt = ref["cases"][0]["prompt_ids"].get<std::vector<int32_t>>();
+    for (const int32_t group : {32, 128}) {
+      EngineConfig c;
+      c.model = dir;
+      c.quantization = "int8";
+      c.group_size = group;
+      c.quantize_lm_head = group == 32;
+      const auto cpu = engine_prompt_logprobs(c, prompt);
+      c.device = "cuda";
+      const auto gpu = engine_prompt_logprobs(c, prompt);
+      REQUIRE(gpu.size() == cpu.size());
+      double sum = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) sum += std::abs(double{gpu[i]} - cpu[i]);
+      const double mean = sum / static_cast<double>(cpu.size());
+      WARN(name << " int8 group " << group << ": mean |delta logprob| CUDA vs CPU = " << mean);
+      CHECK(mean < 0.05);  // the bf16-vs-float32 bound of the test above
+    }
   }
 }
 

@@ -198,11 +198,11 @@ TEST_CASE("a rank's dummy weights are exactly its slice of the unsharded weights
     for (int64_t col = 0; col < 12; ++col) REQUIRE(at(p.down_proj.values, r, col) == at(w.down_proj.values, r, 12 + col));
   }
   // Vocabulary rows 51..101, the last one padding (zeros).
-  REQUIRE(part.embed.size(0) == 51);
+  REQUIRE(part.embed.values.size(0) == 51);
   for (int64_t col = 0; col < h; ++col) {
-    REQUIRE(at(part.embed, 0, col) == at(whole.embed, 51, col));
-    REQUIRE(at(part.embed, 49, col) == at(whole.embed, 100, col));
-    REQUIRE(at(part.embed, 50, col) == 0.0f);
+    REQUIRE(at(part.embed.values, 0, col) == at(whole.embed.values, 51, col));
+    REQUIRE(at(part.embed.values, 49, col) == at(whole.embed.values, 100, col));
+    REQUIRE(at(part.embed.values, 50, col) == 0.0f);
   }
   for (int64_t i = 0; i < h; ++i) REQUIRE(p.input_norm.data<float>()[i] == w.input_norm.data<float>()[i]);
 }

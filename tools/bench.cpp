@@ -32,7 +32,6 @@ Args make_args() {
          "continuous batching after a warm-up. Reports throughput, time to first token (TTFT) and time per output "
          "token (TPOT).");
   add_engine_flags(a, {"auto", 256, 8192});
-  a.option("quantization", "Q", "weight quantization: none", "none");
   a.option("num-prompts", "N", "requests to run");
   a.option("input-len", "I", "prompt tokens per request");
   a.option("output-len", "O", "generated tokens per request (EOS ignored)");
@@ -50,11 +49,6 @@ struct Options {
 
 Status read_options(const Args& a, Options& o) {
   PHOTON_RETURN_IF_ERROR(read_engine_config(a, o.config));
-  if (a.get("quantization") != "none") {
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("option '--quantization' must be none, not '{}' (int8 weights are not in this version)",
-                              a.get("quantization")));
-  }
   for (const char* required : {"num-prompts", "input-len", "output-len"}) {
     if (!a.has(required))
       return Status(StatusCode::kInvalidArgument, fmt::format("option '--{}' is required", required));
@@ -72,6 +66,7 @@ Status run(Options o) {
   // Ranks other than 0 of a multi-process group serve rank 0, which runs the benchmark and prints it.
   if (o.config.rank > 0) return run_tensor_parallel_worker(o.config);
   std::unique_ptr<Engine> engine;
+  const auto load_start = std::chrono::steady_clock::now();
   {
     ProgressBar bar("loading");
     o.config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
@@ -79,6 +74,7 @@ Status run(Options o) {
     if (!created) return created.status();
     engine = std::move(*created);
   }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const ModelInfo& info = engine->model_info();
   std::mt19937_64 rng(o.config.seed + 12345);
   auto random_prompt = [&](int64_t n) {
@@ -165,6 +161,10 @@ Status run(Options o) {
                       {"peak_device_bytes", stats.peak_device_bytes},
                       {"device", device},
                       {"weight_bytes", stats.weight_bytes},
+                      {"load_s", load_s},
+                      {"quantization", o.config.quantization},
+                      {"group_size", o.config.quantization == "int8" ? o.config.group_size : 0},
+                      {"quantize_lm_head", o.config.quantize_lm_head},
                       {"tensor_parallel_size", tp},
                       {"num_steps", stats.num_steps},
                       {"num_preemptions", stats.num_preemptions}};

@@ -52,7 +52,7 @@ struct EngineConfig {
   std::string quantization = "none";
   /// Input features per int8 scale: 32, 64 or 128. With tensor parallelism it must divide each rank's share.
   int32_t group_size = 128;
-  /// With int8: the LM head too (a head tied to the embedding gets its own int8 copy; the embedding stays).
+  /// With int8: the LM head too, and the embedding when the model ties the two (one int8 table serves both).
   bool quantize_lm_head = false;
   /// KV cache dtype: "auto" (f32 on the CPU), "f32" or "bf16".
   std::string kv_cache_dtype = "auto";

@@ -105,8 +105,8 @@ class Backend {
   /// vocabulary-parallel embedding), where id = ids[t], or for a placeholder ids[t] = -(k + 1), id = sampled[k]: the
   /// k-th id that an earlier sample() call wrote on the device (a step planned before the host had that id).
   /// ids i32 [T]; sampled i32 [>= k + 1] on this backend (may be empty when ids holds no placeholder); table
-  /// [rows, hidden]; out [T, hidden].
-  virtual void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) = 0;
+  /// [rows, hidden] (float or group-wise int8); out [T, hidden].
+  virtual void embed(const Tensor& ids, const Tensor& sampled, const Weight& table, int64_t first_id, Tensor& out) = 0;
   /// out[r, :] = x[r, :] / rms(x[r, :]) * weight.  x, out [rows, dim] (may alias); weight f32 [dim].
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) = 0;
   /// residual += x; out = rms_norm(residual) * weight (the pre-norm of the next sub-layer).

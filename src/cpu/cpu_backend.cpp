@@ -40,9 +40,10 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) override {
-    cpu::embed(ids.data<int32_t>(), ids.numel(), sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr, table.raw(),
-               table.dtype(), table.size(0), table.size(1), first_id, out.data<float>());
+  void embed(const Tensor& ids, const Tensor& sampled, const Weight& table, int64_t first_id, Tensor& out) override {
+    cpu::embed(ids.data<int32_t>(), ids.numel(), sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr,
+               table.values.raw(), table.values.dtype(), table.rows(), table.cols(), first_id, out.data<float>(),
+               table.quantized() ? table.scales.data<float>() : nullptr, table.group_size);
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& out) override {

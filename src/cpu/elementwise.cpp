@@ -56,7 +56,7 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const void* table, DType table_dtype,
-           int64_t rows, int64_t hidden, int64_t first_id, float* out) {
+           int64_t rows, int64_t hidden, int64_t first_id, float* out, const float* scales, int64_t group) {
   const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(table_dtype);
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t row = (ids[t] >= 0 ? ids[t] : sampled[-ids[t] - 1]) - first_id;
@@ -64,8 +64,14 @@ void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const
       std::fill(out + t * hidden, out + (t + 1) * hidden, 0.0f);
       continue;
     }
-    to_f32(static_cast<const char*>(table) + static_cast<size_t>(row) * row_bytes, table_dtype, hidden,
-           out + t * hidden);
+    const char* src = static_cast<const char*>(table) + static_cast<size_t>(row) * row_bytes;
+    if (table_dtype == DType::kI8) {
+      const int64_t groups = (hidden + group - 1) / group;
+      const auto* q = reinterpret_cast<const int8_t*>(src);
+      for (int64_t c = 0; c < hidden; ++c) out[t * hidden + c] = static_cast<float>(q[c]) * scales[row * groups + c / group];
+      continue;
+    }
+    to_f32(src, table_dtype, hidden, out + t * hidden);
   }
 }
 

@@ -42,9 +42,10 @@ void add_rms_norm(float* residual, const float* x, const float* w, int64_t rows,
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 /// out[t] = table[id - first_id] widened to f32, or zeros where that is outside the table's `rows` rows;
 /// id = ids[t], or sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id sampled earlier; sampled may
-/// then not be null).
+/// then not be null). An int8 table (table_dtype i8) has f32 `scales` [rows, ceil(hidden / group)].
 void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const void* table, DType table_dtype,
-           int64_t rows, int64_t hidden, int64_t first_id, float* out);
+           int64_t rows, int64_t hidden, int64_t first_id, float* out, const float* scales = nullptr,
+           int64_t group = 0);
 /// out[i] = x[indices[i]] for rows of `dim`.
 void gather_rows(const float* x, const int32_t* indices, int64_t count, int64_t dim, float* out);
 

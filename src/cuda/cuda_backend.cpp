@@ -99,9 +99,15 @@ class CudaBackend final : public Backend {
     return s;
   }
 
-  void embed(const Tensor& ids, const Tensor& sampled, const Tensor& table, int64_t first_id, Tensor& out) override {
-    cuda::embed(ids.data<int32_t>(), sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr, to_int(ids.numel()),
-                bf16(table), to_int(table.size(0)), to_int(table.size(1)), to_int(first_id), bf16_mut(out), stream_);
+  void embed(const Tensor& ids, const Tensor& sampled, const Weight& table, int64_t first_id, Tensor& out) override {
+    const int32_t* placed = sampled.numel() > 0 ? sampled.data<int32_t>() : nullptr;
+    if (table.quantized()) {
+      cuda::embed_int8(ids.data<int32_t>(), placed, to_int(ids.numel()), int8(table), to_int(table.rows()),
+                       to_int(table.cols()), to_int(first_id), bf16_mut(out), stream_);
+      return;
+    }
+    cuda::embed(ids.data<int32_t>(), placed, to_int(ids.numel()), bf16(table.values), to_int(table.rows()),
+                to_int(table.cols()), to_int(first_id), bf16_mut(out), stream_);
   }
   void copy_columns(const Tensor& src, Tensor& out, int64_t col_offset) override {
     const int64_t cols = std::min(src.size(1), out.size(1) - col_offset);

@@ -8,7 +8,20 @@
 namespace photon::cuda {
 namespace {
 
-__global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, const uint16_t* table, int rows, int hidden,
+// A bf16 table row as it is, or an int8 one times its group scales.
+struct Bf16Rows {
+  const uint16_t* table;
+  __device__ uint16_t at(int64_t r, int hidden, int i) const { return table[r * hidden + i]; }
+};
+struct Int8Rows {
+  Int8Weights w;
+  __device__ uint16_t at(int64_t r, int hidden, int i) const {
+    return f2bf(static_cast<float>(w.values[r * hidden + i]) * w.scales[r * w.groups + i / w.group]);
+  }
+};
+
+template <typename Rows>
+__global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, Rows table, int rows, int hidden,
                              int first_id, uint16_t* out) {
   pdl_begin();
   const int t = blockIdx.x;
@@ -19,8 +32,7 @@ __global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, const u
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = 0;
     return;
   }
-  const uint16_t* row = table + static_cast<int64_t>(r) * hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = row[i];
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = table.at(r, hidden, i);
 }
 
 // Rows whose length is a multiple of 8 (every model's hidden size) take the vector kernel: each thread keeps up to
@@ -63,7 +75,15 @@ int threads_for(int dim) { return dim >= 1024 ? 256 : (dim >= 256 ? 128 : 64); }
 void embed(const int32_t* ids, const int32_t* sampled, int num_tokens, const uint16_t* table, int rows, int hidden,
            int first_id, uint16_t* out, cudaStream_t s) {
   if (num_tokens > 0)
-    launch(embed_kernel, num_tokens, threads_for(hidden), 0, s, ids, sampled, table, rows, hidden, first_id, out);
+    launch(embed_kernel<Bf16Rows>, num_tokens, threads_for(hidden), 0, s, ids, sampled, Bf16Rows{table}, rows, hidden,
+           first_id, out);
+}
+
+void embed_int8(const int32_t* ids, const int32_t* sampled, int num_tokens, const Int8Weights& table, int rows,
+                int hidden, int first_id, uint16_t* out, cudaStream_t s) {
+  if (num_tokens > 0)
+    launch(embed_kernel<Int8Rows>, num_tokens, threads_for(hidden), 0, s, ids, sampled, Int8Rows{table}, rows, hidden,
+           first_id, out);
 }
 
 void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cudaStream_t s) {

@@ -11,10 +11,22 @@
 
 namespace photon::cuda {
 
+/// A group-wise int8 weight on the device (core/weight.hpp): values i8 [N, K], scales f32 [N, groups], one per
+/// `group` consecutive columns.
+struct Int8Weights {
+  const int8_t* values;
+  const float* scales;
+  int groups;
+  int group;
+};
+
 /// out[t] = table[id - first_id], zeros where that row is outside the table's `rows`; id = ids[t], or
 /// sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id an earlier kernel sampled).
 void embed(const int32_t* ids, const int32_t* sampled, int num_tokens, const uint16_t* table, int rows, int hidden,
            int first_id, uint16_t* out, cudaStream_t s);
+/// The same over an int8 table: each value times its group's scale, rounded to bf16.
+void embed_int8(const int32_t* ids, const int32_t* sampled, int num_tokens, const Int8Weights& table, int rows,
+                int hidden, int first_id, uint16_t* out, cudaStream_t s);
 void rms_norm(const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out, cudaStream_t s);
 void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int rows, int dim, float eps, uint16_t* out,
                   cudaStream_t s);
@@ -52,14 +64,6 @@ void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s);
 
-/// A group-wise int8 weight on the device (core/weight.hpp): values i8 [N, K], scales f32 [N, groups], one per
-/// `group` consecutive columns.
-struct Int8Weights {
-  const int8_t* values;
-  const float* scales;
-  int groups;
-  int group;
-};
 /// Whether gemv_int8 handles this shape (1 to 8 rows, K a multiple of 16, the group a multiple of 16).
 bool gemv_int8_supported(int m, int k, int64_t ldx, int group);
 /// gemv and gemv_swiglu over int8 weights (W8A16): bf16 activations, f32 accumulation, the group's scale applied to

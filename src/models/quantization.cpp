@@ -41,9 +41,9 @@ Status quantize_weights(ModelWeights& weights, Backend& backend, const Quantizat
     PHOTON_RETURN_IF_ERROR(quantize_one(l.down_proj, "down_proj", backend, config, sharded, weights.bytes));
   }
   if (config.lm_head && !weights.lm_head.quantized()) {
-    const bool tied = weights.lm_head.values.raw() == weights.embed.raw();
-    if (tied) weights.bytes += weights.lm_head.nbytes();  // the embedding stays; the head becomes its own copy
+    const bool tied = weights.lm_head.values.raw() == weights.embed.values.raw();
     PHOTON_RETURN_IF_ERROR(quantize_one(weights.lm_head, "lm_head", backend, config, false, weights.bytes));
+    if (tied) weights.embed = weights.lm_head;  // one int8 table serves both, as in the checkpoint
   }
   return Status::ok();
 }

@@ -61,7 +61,7 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
   const auto q_rows = rows(tp.q_head_begin * hd, tp.num_heads * hd);
   const auto kv_rows = rows(tp.kv_head_begin * hd, tp.num_kv_heads * hd);
   const auto mlp_rows = rows(tp.intermediate_begin, tp.intermediate_size);
-  add("model.embed_tokens.weight", {c.vocab_size, h}, &w.embed, false, vocab);
+  add("model.embed_tokens.weight", {c.vocab_size, h}, &w.embed.values, false, vocab);
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];

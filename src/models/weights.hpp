@@ -27,9 +27,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Tensor embed;       ///< [vocab, hidden]
+  Weight embed;       ///< [vocab, hidden]; int8 only as the quantized LM head it is tied to
   Tensor final_norm;  ///< f32 [hidden]
-  Weight lm_head;     ///< [vocab, hidden]; the same tensor as embed when tied (unless quantized apart)
+  Weight lm_head;     ///< [vocab, hidden]; the same weight as embed when tied
   std::vector<LayerWeights> layers;
   uint64_t bytes = 0;  ///< bytes of weights resident on the device (tied embedding counted once)
 };
