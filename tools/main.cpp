@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"tokenize", "text (JSON Lines of strings) to token ids", photon::cli::run_tokenize},
     {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
     {"template", "render a chat request with the model's chat template", photon::cli::run_template},
+    {"quantize", "write an int8 (compressed-tensors) copy of a float checkpoint", photon::cli::run_quantize},
 #if defined(PHOTON_WITH_SERVER)
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", photon::cli::run_serve},
 #endif

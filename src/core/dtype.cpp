@@ -46,6 +46,26 @@ std::optional<DType> dtype_from_safetensors(std::string_view n) {
   return std::nullopt;
 }
 
+std::string_view dtype_safetensors_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI8:
+      return "I8";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kFP8E4M3:
+      return "F8_E4M3";
+  }
+  return "";
+}
+
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;

@@ -43,6 +43,8 @@ std::string_view dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view name);
 /// Parses a safetensors dtype string ("F32", "F16", "BF16", "I8", "I32", "I64", "F8_E4M3").
 std::optional<DType> dtype_from_safetensors(std::string_view name);
+/// The safetensors dtype string of `t` (the inverse of dtype_from_safetensors).
+std::string_view dtype_safetensors_name(DType t);
 
 constexpr bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 

@@ -30,9 +30,11 @@ void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DT
 void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* values, const float* scales,
                  int64_t group, int64_t n, float* out);
 /// Symmetric group-wise int8 of w [n, k] (f32, f16 or bf16): per row and group of `group` columns, scale = max |w|
-/// / 127 and q = round-half-even(w / scale), or 0 with scale 0 for an all-zero group. values [n, k]; scales [n,
-/// ceil(k / group)].
-void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t group, int8_t* values, float* scales);
+/// / 127 (rounded to `scale_dtype` when that is not f32, as a checkpoint stores it) and q = round-half-even(w /
+/// scale) within [-127, 127], or 0 with scale 0 for an all-zero group. values [n, k]; scales f32 [n, ceil(k /
+/// group)].
+void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t group, int8_t* values, float* scales,
+                   DType scale_dtype = DType::kF32);
 
 /// out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of `dim`. out may alias x.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);

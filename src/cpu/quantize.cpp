@@ -7,7 +7,8 @@
 
 namespace photon::cpu {
 
-void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t group, int8_t* values, float* scales) {
+void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t group, int8_t* values, float* scales,
+                   DType scale_dtype) {
   const int64_t groups = (k + group - 1) / group;
   const size_t esize = dtype_size(dtype);
 #pragma omp parallel
@@ -20,7 +21,12 @@ void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t gro
         const int64_t begin = g * group, end = std::min(begin + group, k);
         float max_abs = 0.0f;
         for (int64_t c = begin; c < end; ++c) max_abs = std::max(max_abs, std::fabs(row[static_cast<size_t>(c)]));
-        const float scale = max_abs / 127.0f;
+        float scale = max_abs / 127.0f;
+        if (scale_dtype != DType::kF32) {
+          uint16_t stored = 0;
+          from_f32(&scale, 1, scale_dtype, &stored);
+          to_f32(&stored, scale_dtype, 1, &scale);
+        }
         scales[j * groups + g] = scale;
         for (int64_t c = begin; c < end; ++c) {
           // Division, not a reciprocal product, so that the rounding matches torch's round(w / scale).

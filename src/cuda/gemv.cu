@@ -95,51 +95,59 @@ __global__ void __launch_bounds__(kThreads)
       if constexpr (kSwiglu) row_scales[kOut + r] = wt.scales + (row + n) * wt.groups;
     }
   }
-  // The dot product of weight vector v of row r with activation row i; int8 vectors carry their group's scale.
-  const auto dot = [&](const uint4& w, const uint4* xrow, int v, int r) {
+  // Activation row i (read only after the PDL wait: the kernel before may write x).
+  const auto xs_at = [&](int i) { return reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx); };
+  // acc += the weight vectors w[r] (vector index v of each row) dotted with every activation row: each activation
+  // vector is loaded once for all rows, and an int8 row's group scale once for all activation rows.
+  const auto accumulate = [&](const uint4 (&w)[kRows], const float (&scale)[kRows], int v, float (&acc)[M][kRows]) {
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      if constexpr (kInt8) {
+        const uint4 x0 = xs_at(i)[2 * v], x1 = xs_at(i)[2 * v + 1];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[i][r] = fmaf(scale[r], dot16_i8(w[r], x0, x1), acc[i][r]);
+      } else {
+        const uint4 xv = xs_at(i)[v];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(w[r], xv);
+      }
+    }
+  };
+  // The group scales of vector v of each row (int8; unused for bf16).
+  const auto load_scales = [&](int v, float (&scale)[kRows]) {
     if constexpr (kInt8) {
       const int g = wt.group_shift >= 0 ? v >> wt.group_shift : v / wt.group16;
-      return row_scales[r][g] * dot16_i8(w, xrow[2 * v], xrow[2 * v + 1]);
-    } else {
-      return dot8(w, xrow[v]);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) scale[r] = __ldg(row_scales[r] + g);
     }
   };
   // The weights are constant, so the first pass of loads is issued before the wait and streams in while the kernel
   // before this one finishes; for the matrices of small models (K / 8 <= T) that pass is the whole row.
   uint4 first_w[kRows];
+  float first_scale[kRows];
   const bool has_first = tid < vecs;
   if (has_first) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) first_w[r] = __ldcs(rows[r] + tid);
+    load_scales(tid, first_scale);
   }
   pdl_begin();
-  const uint4* xs[M];
-#pragma unroll
-  for (int i = 0; i < M; ++i) xs[i] = reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx);
 
   float acc[M][kRows];
 #pragma unroll
   for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.0f;
-  if (has_first) {
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[i][r] += dot(first_w[r], xs[i], tid, r);
-    }
-  }
+  if (has_first) accumulate(first_w, first_scale, tid, acc);
 
 #pragma unroll 2
   for (int v = tid + group_threads; v < vecs; v += group_threads) {
     uint4 wv[kRows];
+    float scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[i][r] += dot(wv[r], xs[i], v, r);
-    }
+    load_scales(v, scale);
+    accumulate(wv, scale, v, acc);
   }
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -213,6 +213,7 @@ Result<ModelConfig> parse_model_config_json(const json& root, std::string_view s
   const auto bos = root.find("bos_token_id");
   if (bos != root.end() && bos->is_number_integer()) c.bos_token_id = static_cast<int32_t>(bos->get<int64_t>());
   PHOTON_RETURN_IF_ERROR(add_ids(root, "eos_token_id", source, c.eos_token_ids));
+  PHOTON_ASSIGN_OR_RETURN(c.quantization, parse_quantization_config(root, source));
   return c;
 }
 

@@ -11,6 +11,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <photon/status.hpp>
 
+#include "models/compressed_tensors.hpp"
+
 namespace photon {
 
 enum class Architecture : uint8_t {
@@ -60,6 +62,7 @@ struct ModelConfig {
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  ///< union of config.json and generation_config.json
   GenerationDefaults generation;
+  CheckpointQuantization quantization;  ///< int8 weights of a compressed-tensors checkpoint (none by default)
 
   int64_t q_size() const { return num_heads * head_dim; }
   int64_t kv_size() const { return num_kv_heads * head_dim; }

@@ -23,7 +23,7 @@ struct ModelSource {
   LoadFormat format = LoadFormat::kAuto;
   uint64_t seed = 0;                 ///< dummy weights' seed
   DType dummy_dtype = DType::kBF16;  ///< dummy weights' dtype
-  QuantizationConfig quantization;   ///< applied on the device once the weights are there
+  QuantizationConfig quantization{};  ///< applied on the device once the weights are there
 };
 
 struct LoadedModel {
