@@ -11,6 +11,13 @@ random prompt at --positions positions three ways:
 and reports mean |delta logprob| against float32 for each, and PhotonInfer's ratio to transformers' bf16 error
 (the bar: <= 1.25). Writes one JSON object per model to --out (JSON lines) and prints a table.
 
+With --int8, also for group sizes 32, 64 and 128: the ideal round-to-nearest group quantization of the projections
+(scale = max |w| / 127 per group, dequantized and run in float32 by transformers) against float32, PhotonInfer's
+`--quantization int8 --group-size G` against float32 and against that ideal, and the top-1 agreement of the next
+token at every position (PhotonInfer int8 vs float32, ideal vs float32). Where the compressed-tensors package is
+installed, `photon quantize`'s checkpoint (group 128) is also loaded by transformers (float32) and compared with
+PhotonInfer serving the same file.
+
 Needs torch, transformers and a GPU. Usage:
   python3 tools/parity/gpu_parity.py --photon build/bin/photon --workdir /tmp/parity --out parity.jsonl [--tp 2]
 """
@@ -61,10 +68,34 @@ def hf_logprobs(model, prompt):
     return lp[:-1].gather(1, ids[:, None])[:, 0].cpu()
 
 
-def photon_logprobs(photon, folder, prompt, tp):
+def hf_top1(model, prompt):
+    """The most likely next token at every position but the last."""
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt], device="cuda")).logits[0]
+    return logits[:-1].argmax(dim=-1).cpu()
+
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def quantize_ideal(model, group):
+    """Replaces every projection's weight by its ideal group-wise int8 quantization, dequantized (in place)."""
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, torch.nn.Linear) or name.split(".")[-1] not in PROJECTIONS:
+                continue
+            w = module.weight.data.float()
+            n, k = w.shape
+            g = w.reshape(n, k // group, group)
+            scale = g.abs().amax(dim=-1, keepdim=True) / 127.0
+            q = torch.where(scale > 0, torch.round(g / scale), torch.zeros_like(g)).clamp(-127, 127)
+            module.weight.data.copy_((q * scale).reshape(n, k).to(module.weight.dtype))
+
+
+def photon_logprobs(photon, folder, prompt, tp, extra=(), top1=False):
     cmd = [photon, "generate", "--model", folder, "--device", "cuda", "--prompt-ids", ",".join(map(str, prompt)),
-           "--prompt-logprobs", "0", "--max-tokens", "1", "--max-model-len", str(len(prompt) + 16),
-           "--max-num-batched-tokens", "2048", "--tensor-parallel-size", str(tp), "--json"]
+           "--prompt-logprobs", "1" if top1 else "0", "--max-tokens", "1", "--max-model-len", str(len(prompt) + 16),
+           "--max-num-batched-tokens", "2048", "--tensor-parallel-size", str(tp), "--json", *extra]
     t0 = time.time()
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
     log(f"photon (tensor-parallel size {tp}) took {time.time() - t0:.1f} s")
@@ -74,7 +105,10 @@ def photon_logprobs(photon, folder, prompt, tp):
     entries = out["prompt_logprobs"][1:]
     if len(entries) != len(prompt) - 1 or any(e["token"] != t for e, t in zip(entries, prompt[1:])):
         raise SystemExit("photon's prompt logprobs do not line up with the prompt")
-    return torch.tensor([e["logprob"] for e in entries], dtype=torch.float64)
+    lp = torch.tensor([e["logprob"] for e in entries], dtype=torch.float64)
+    if top1:
+        return lp, torch.tensor([e["top"][0][0] for e in entries])
+    return lp
 
 
 START = time.time()
@@ -91,6 +125,7 @@ def main():
     ap.add_argument("--out", required=True, help="JSON-lines results file")
     ap.add_argument("--positions", type=int, default=512)
     ap.add_argument("--tp", type=int, action="append", default=[], help="also run with this tensor-parallel size")
+    ap.add_argument("--int8", action="store_true", help="also measure int8 weights (group sizes 32, 64, 128)")
     args = ap.parse_args()
     results = []
     for seed, make in enumerate([llama_3_2_1b, qwen3_0_6b]):
@@ -106,6 +141,7 @@ def main():
         prompt = torch.randint(0, config.vocab_size, (args.positions + 1,), generator=g).tolist()
         ref_model = load(folder, torch.float32)
         ref = hf_logprobs(ref_model, prompt)
+        ref_top1 = hf_top1(ref_model, prompt) if args.int8 else None
         del ref_model
         bf16_model = load(folder, torch.bfloat16)
         hf_bf16 = hf_logprobs(bf16_model, prompt)
@@ -120,6 +156,41 @@ def main():
             row[f"{key}_mean_abs_delta"] = float((ours - ref).abs().mean())
             row[f"{key}_ratio"] = row[f"{key}_mean_abs_delta"] / row["hf_bf16_mean_abs_delta"]
         row["pass"] = all(v <= 1.25 for k, v in row.items() if k.endswith("_ratio"))
+        if args.int8:
+            for group in (32, 64, 128):
+                ideal_model = load(folder, torch.float32)
+                quantize_ideal(ideal_model, group)
+                ideal = hf_logprobs(ideal_model, prompt)
+                ideal_top1 = hf_top1(ideal_model, prompt)
+                del ideal_model
+                torch.cuda.empty_cache()
+                ours, ours_top1 = photon_logprobs(args.photon, folder, prompt, 1,
+                                                  ("--quantization", "int8", "--group-size", str(group)), top1=True)
+                row[f"int8_g{group}"] = {
+                    "ideal_vs_f32": float((ideal - ref).abs().mean()),
+                    "photon_vs_f32": float((ours - ref).abs().mean()),
+                    "photon_vs_ideal": float((ours - ideal).abs().mean()),
+                    "top1_photon_vs_f32": float((ours_top1 == ref_top1).double().mean()),
+                    "top1_ideal_vs_f32": float((ideal_top1 == ref_top1).double().mean()),
+                }
+                log(f"{name}: int8 group {group}: {row[f'int8_g{group}']}")
+            try:
+                import compressed_tensors  # noqa: F401  (transformers' loader for these checkpoints)
+            except ImportError:
+                log("compressed-tensors is not installed: the written checkpoint is not cross-checked")
+            else:
+                qfolder = folder + "-int8"
+                subprocess.run([args.photon, "quantize", "--model", folder, "--out", qfolder], check=True,
+                               capture_output=True, timeout=300)
+                hf_q = load(qfolder, torch.float32)
+                hf_int8 = hf_logprobs(hf_q, prompt)
+                del hf_q
+                torch.cuda.empty_cache()
+                ours = photon_logprobs(args.photon, qfolder, prompt, 1)
+                row["checkpoint_g128"] = {"transformers_vs_f32": float((hf_int8 - ref).abs().mean()),
+                                          "photon_vs_transformers": float((ours - hf_int8).abs().mean()),
+                                          "compressed_tensors": compressed_tensors.__version__}
+                log(f"{name}: photon quantize checkpoint read by transformers: {row['checkpoint_g128']}")
         results.append(row)
         print(json.dumps(row), flush=True)
     with open(args.out, "w") as f:
@@ -131,6 +202,13 @@ def main():
         ours = [f"{row[k]:.4f} ({row[k[:-len('_mean_abs_delta')] + '_ratio']:.2f}x)" for k in row
                 if k.startswith("photon") and k.endswith("_mean_abs_delta")]
         print(f"| {row['model']} | {row['hf_bf16_mean_abs_delta']:.4f} | " + " | ".join(ours) + " |")
+    if args.int8:
+        print("| model | group | ideal int8 vs f32 | photon int8 vs f32 | photon vs ideal | top-1 photon / ideal vs f32 |")
+        for row in results:
+            for group in (32, 64, 128):
+                r = row[f"int8_g{group}"]
+                print(f"| {row['model']} | {group} | {r['ideal_vs_f32']:.4f} | {r['photon_vs_f32']:.4f} | "
+                      f"{r['photon_vs_ideal']:.4f} | {r['top1_photon_vs_f32']:.3f} / {r['top1_ideal_vs_f32']:.3f} |")
     sys.exit(0 if all(r["pass"] for r in results) else 1)
 
 
