@@ -1,8 +1,9 @@
 // CPU speed against this machine's memory bandwidth, measured in the same run:
 //   memcpy of a large buffer            -> bandwidth (bytes read + written per second)
 //   sum over a large buffer              -> read-only bandwidth
-//   bf16 GEMV (batch-1 matmul)           -> weight bytes streamed per second
+//   bf16 and int8 GEMV (batch-1 matmul)  -> weight bytes streamed per second (int8: values and scales)
 //   dummy:llama-3.2-1b decode, batch 1   -> tokens/s, and weight bytes per token / bandwidth as the roofline
+//                                           (bf16, and int8 projections in groups of 128)
 // Run: build/bin/photon_bench_cpu [--benchmark_filter=...], or scripts/cpu-bench.sh for the roofline summary.
 #include <benchmark/benchmark.h>
 
@@ -77,9 +78,26 @@ void BM_MatmulBf16Gemv(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulBf16Gemv)->Args({8192, 2048})->Args({128256, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_DecodeDummyModel(benchmark::State& state, const char* model) {
+void BM_MatmulInt8Gemv(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), group = 128, groups = (k + group - 1) / group;
+  std::vector<int8_t> w(static_cast<size_t>(n * k));
+  std::mt19937 rng(1);
+  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<float> scales(static_cast<size_t>(n * groups), 0.01f);
+  std::vector<float> x(static_cast<size_t>(k), 0.01f), out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    cpu::matmul_int8(x.data(), 1, k, k, w.data(), scales.data(), group, n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (n * k + n * groups * 4));
+}
+BENCHMARK(BM_MatmulInt8Gemv)->Args({8192, 2048})->Args({128256, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_DecodeDummyModel(benchmark::State& state, const char* model, bool int8) {
   auto backend = make_cpu_backend(default_cpu_allocator());
-  auto loaded = load_model({model}, *backend);
+  ModelSource source{model};
+  source.quantization.int8 = int8;
+  auto loaded = load_model(source, *backend);
   if (!loaded) {
     state.SkipWithError(loaded.status().to_string().c_str());
     return;
@@ -112,7 +130,11 @@ void BM_DecodeDummyModel(benchmark::State& state, const char* model) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * step_bytes));
   state.counters["weight_bytes_per_token"] = static_cast<double>(step_bytes);
 }
-BENCHMARK_CAPTURE(BM_DecodeDummyModel, llama_3_2_1b, "dummy:llama-3.2-1b")
+BENCHMARK_CAPTURE(BM_DecodeDummyModel, llama_3_2_1b, "dummy:llama-3.2-1b", false)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5.0);
+BENCHMARK_CAPTURE(BM_DecodeDummyModel, llama_3_2_1b_int8, "dummy:llama-3.2-1b", true)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(5.0);

@@ -15,7 +15,7 @@ read = runs["BM_ReadBandwidth"]["bytes_per_second"]
 print(f"memcpy bandwidth (read + write): {copy / 1e9:6.1f} GB/s")
 print(f"read-only bandwidth:             {read / 1e9:6.1f} GB/s")
 for name, b in runs.items():
-    if name.startswith("BM_MatmulBf16Gemv"):
+    if name.startswith("BM_MatmulBf16Gemv") or name.startswith("BM_MatmulInt8Gemv"):
         bw = b["bytes_per_second"]
         print(f"{name:40s} {bw / 1e9:6.1f} GB/s = {100 * bw / copy:5.1f}% of memcpy, {100 * bw / read:5.1f}% of read")
     if name.startswith("BM_DecodeDummyModel"):
