@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <random>
@@ -20,6 +21,9 @@
 #include "engine/sampler.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
+#include "models/presets.hpp"
+#include "models/tensor_parallel.hpp"
+#include "models/weights.hpp"
 
 using namespace photon;
 
@@ -197,6 +201,34 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     REQUIRE(b.gpu->take_error().is_ok());
     const std::vector<float> emb_ref(cemb.data<float>(), cemb.data<float>() + cemb.numel());
     CHECK(violation(read_back(*b.gpu, gemb), emb_ref, 1e-6, 4e-3) <= 1.0);
+  }
+}
+
+TEST_CASE("dummy weights generated on the GPU are the host's bits, whole and sharded", "[cuda]") {
+  REQUIRE_GPU(b);
+  const ModelConfig config = dummy_preset_config("tiny-qwen3").value();
+  for (const int tp : {1, 2}) {
+    const TensorParallelShard shard = make_shard(config, tp - 1, tp);
+    ModelWeights host = make_dummy_weights(config, *b.cpu, 7, DType::kBF16, shard).value();
+    ModelWeights gpu = make_dummy_weights(config, *b.gpu, 7, DType::kBF16, shard).value();
+    REQUIRE(b.gpu->take_error().is_ok());
+    const auto same = [&](const Tensor& h, const Tensor& g) {
+      REQUIRE(h.nbytes() == g.nbytes());
+      std::vector<unsigned char> back(g.nbytes());
+      b.gpu->copy_to_host(g, back.data(), back.size());
+      return std::memcmp(back.data(), h.raw(), back.size()) == 0;
+    };
+    INFO("tensor-parallel size " << tp);
+    CHECK(same(host.embed.values, gpu.embed.values));
+    CHECK(same(host.final_norm, gpu.final_norm));
+    for (size_t l = 0; l < host.layers.size(); ++l) {
+      CHECK(same(host.layers[l].qkv_proj.values, gpu.layers[l].qkv_proj.values));
+      CHECK(same(host.layers[l].o_proj.values, gpu.layers[l].o_proj.values));
+      CHECK(same(host.layers[l].gate_up_proj.values, gpu.layers[l].gate_up_proj.values));
+      CHECK(same(host.layers[l].down_proj.values, gpu.layers[l].down_proj.values));
+      CHECK(same(host.layers[l].input_norm, gpu.layers[l].input_norm));
+      CHECK(same(host.layers[l].q_norm, gpu.layers[l].q_norm));
+    }
   }
 }
 

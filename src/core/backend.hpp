@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "core/dummy_weights.hpp"
 #include "core/paged_kv.hpp"
 #include "core/sample_request.hpp"
 #include "core/tensor.hpp"
@@ -144,6 +145,14 @@ class Backend {
   /// from short ones (separate prefill and decode kernels). When false every token is listed as a decode token.
   virtual bool separates_long_chunks(int64_t head_dim) const {
     (void)head_dim;
+    return false;
+  }
+  /// Fills dst (f32 or bf16, `f.rows` x `f.cols`, contiguous) with dummy weights on the device, the same bits the
+  /// host computes (core/dummy_weights.hpp). False when this backend does not generate them (the caller fills a
+  /// host copy instead).
+  virtual bool fill_dummy(Tensor& dst, const DummyFill& f) {
+    (void)dst;
+    (void)f;
     return false;
   }
   /// Host memory for staging uploads: page-locked on a GPU (so copies are asynchronous DMA), plain on the CPU.

@@ -196,6 +196,12 @@ class CudaBackend final : public Backend {
 
   void linear(const Tensor& x, const Weight& w, Tensor& out) override { record(gemm(x, w, out)); }
 
+  bool fill_dummy(Tensor& dst, const DummyFill& f) override {
+    if (dst.dtype() != DType::kF32 && dst.dtype() != DType::kBF16) return false;
+    cuda::fill_dummy(f, dst.raw(), dst.dtype() == DType::kBF16, stream_);
+    return true;
+  }
+
   Result<Weight> quantize_int8(const Tensor& w, int64_t group_size) override {
     const int64_t n = w.size(0), k = w.size(1);
     if (k % 16 != 0) {

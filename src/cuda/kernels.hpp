@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/dummy_weights.hpp"
 #include "core/paged_kv.hpp"
 #include "core/sample_request.hpp"
 
@@ -78,6 +79,9 @@ void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* v
                    cudaStream_t s);
 /// out bf16 [n, k] = values * scale, each product rounded to bf16 (for the tensor-core GEMM of large batches).
 void dequantize_int8(const Int8Weights& w, int64_t n, int64_t k, uint16_t* out, cudaStream_t s);
+
+/// Dummy weights (core/dummy_weights.hpp) into out, f32 or bf16 [f.rows, f.cols].
+void fill_dummy(const DummyFill& f, void* out, bool bf16, cudaStream_t s);
 
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/dummy_weights.hpp"
 #include "cpu/kernels.hpp"
 
 namespace photon {
@@ -298,54 +299,39 @@ void finish(const ModelConfig& c, ModelWeights& w) {
   if (c.tie_word_embeddings) w.lm_head = w.embed;
 }
 
-// SplitMix64's output for a state: the i-th draw of a stream seeded with s is mix(s + (i + 1) * gamma), so any
-// element of a tensor can be generated on its own.
-constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t hash_name(std::string_view s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (char ch : s) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
   return h;
 }
 
-// Fills `dst` (the spec's local shape, written as `dtype`) with the spec's part of a whole tensor of uniform values
-// of the given standard deviation around `mean`. Element i of the whole tensor (row-major) is draw i % 2^16 of the
-// stream seeded by (seed, i / 2^16), so every rank's slice agrees with the unsharded tensor, whatever the thread
-// count. Padded rows past the tensor's end are zeros.
-void fill_random(void* dst, DType dtype, const Spec& s, uint64_t seed, float mean, float stddev) {
-  constexpr int64_t kChunkBits = 16;
-  const float half_width = stddev * std::sqrt(3.0f);
-  const int64_t full_rows = s.shape.size() == 2 ? s.shape[0] : 1;
-  const int64_t full_cols = s.shape.back();
+// The block of the whole tensor that a spec's slot holds, filled with uniform values of the given standard
+// deviation around `mean` (core/dummy_weights.hpp).
+DummyFill dummy_fill(const Spec& s, uint64_t seed, float mean, float stddev) {
+  DummyFill f;
+  f.seed = seed;
+  f.mean = mean;
+  f.half_width = stddev * std::sqrt(3.0f);
+  f.full_rows = s.shape.size() == 2 ? s.shape[0] : 1;
+  f.full_cols = s.shape.back();
   const std::vector<int64_t> local = s.local_shape();
-  const int64_t rows = local.size() == 2 ? local[0] : 1;
-  const int64_t cols = local.back();
-  const int64_t row0 = s.split_dim == 0 ? s.begin : 0;
-  const int64_t col0 = s.split_dim == 1 ? s.begin : 0;
+  f.rows = local.size() == 2 ? local[0] : 1;
+  f.cols = local.back();
+  f.row0 = s.split_dim == 0 ? s.begin : 0;
+  f.col0 = s.split_dim == 1 ? s.begin : 0;
+  return f;
+}
+
+// Fills host memory `dst` (the block, written as `dtype`) on the CPU's threads.
+void fill_on_host(void* dst, DType dtype, const DummyFill& f) {
   const size_t esize = dtype_size(dtype);
 #pragma omp parallel
   {
-    std::vector<float> buf(static_cast<size_t>(cols));
+    std::vector<float> buf(static_cast<size_t>(f.cols));
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t global_row = row0 + r;
-      for (int64_t c = 0; c < cols; ++c) {
-        if (global_row >= full_rows) {
-          buf[static_cast<size_t>(c)] = 0.0f;
-          continue;
-        }
-        const int64_t i = global_row * full_cols + col0 + c;
-        const uint64_t stream = seed ^ (static_cast<uint64_t>(i >> kChunkBits) * 0xd1b54a32d192ed03ull);
-        const uint64_t draw = static_cast<uint64_t>(i & ((int64_t{1} << kChunkBits) - 1)) + 1;
-        const double u = static_cast<double>(mix(stream + draw * kGamma) >> 11) * 0x1.0p-53;  // [0, 1)
-        buf[static_cast<size_t>(c)] = mean + static_cast<float>((2.0 * u - 1.0) * half_width);
-      }
-      cpu::from_f32(buf.data(), cols, dtype, static_cast<char*>(dst) + static_cast<size_t>(r * cols) * esize);
+    for (int64_t r = 0; r < f.rows; ++r) {
+      for (int64_t c = 0; c < f.cols; ++c) buf[static_cast<size_t>(c)] = dummy_value(f, r, c);
+      cpu::from_f32(buf.data(), f.cols, dtype, static_cast<char*>(dst) + static_cast<size_t>(r * f.cols) * esize);
     }
   }
 }
@@ -425,18 +411,18 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
   for (const auto& s : specs) {
     const DType t = s.is_norm ? DType::kF32 : dtype;
     PHOTON_ASSIGN_OR_RETURN(Tensor dst, destination(s, t, backend, w.bytes));
-    std::vector<char> staging(on_host ? 0 : dst.nbytes());
-    void* target = on_host ? dst.raw() : staging.data();
     const uint64_t tensor_seed = seed ^ hash_name(s.name);
-    if (s.is_norm) {
-      fill_random(target, t, s, tensor_seed, 1.0f, 0.1f);
-    } else {
-      // Embeddings: logit spread ~3 once hidden states are normalised; projections: unit gain (1/sqrt(fan_in)).
-      const bool is_embedding = s.shape[0] == config.vocab_size;
-      const float stddev = (is_embedding ? 3.0f : 1.0f) / std::sqrt(static_cast<float>(s.shape[1]));
-      fill_random(target, t, s, tensor_seed, 0.0f, stddev);
+    // Norms near 1; embeddings: logit spread ~3 once hidden states are normalised; projections: unit gain.
+    const bool is_embedding = !s.is_norm && s.shape[0] == config.vocab_size;
+    const float stddev = s.is_norm ? 0.1f : (is_embedding ? 3.0f : 1.0f) / std::sqrt(static_cast<float>(s.shape[1]));
+    const DummyFill f = dummy_fill(s, tensor_seed, s.is_norm ? 1.0f : 0.0f, stddev);
+    if (on_host) {
+      fill_on_host(dst.raw(), t, f);
+    } else if (!backend.fill_dummy(dst, f)) {  // a device that cannot generate them gets a host copy
+      std::vector<char> staging(dst.nbytes());
+      fill_on_host(staging.data(), t, f);
+      backend.copy_to_device(staging.data(), dst, dst.nbytes());
     }
-    if (!on_host) backend.copy_to_device(staging.data(), dst, dst.nbytes());
     done += spec_bytes(s, dtype);
     if (progress) progress(done, total);
   }
