@@ -52,7 +52,7 @@ TEST_CASE("matmul matches a double reference for every weight dtype and odd size
   cpu::set_force_portable(false);
 }
 
-TEST_CASE("int8 quantization rounds each group to its own scale, and matmul_int8 equals matmul over the dequantized "
+TEST_CASE("int8 quantization rounds each group to its own scale, and matmul_int8 is the matmul over the dequantized "
           "weights") {
   const bool portable = GENERATE(false, true);
   cpu::set_force_portable(portable);
@@ -86,10 +86,17 @@ TEST_CASE("int8 quantization rounds each group to its own scale, and matmul_int8
         }
       }
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
-    std::vector<float> out(static_cast<size_t>(m * n), NAN), ref(out.size(), NAN);
+    std::vector<float> out(static_cast<size_t>(m * n), NAN);
     cpu::matmul_int8(x.data(), m, k, k, q.data(), scales.data(), group, n, out.data());
-    cpu::matmul(x.data(), m, k, k, dequantized.data(), DType::kF32, n, ref.data());
-    for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == ref[i]);  // the same products in the same order
+    std::vector<double> ref(out.size());
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int kk = 0; kk < k; ++kk)
+          acc += double{x[static_cast<size_t>(i * k + kk)]} * dequantized[static_cast<size_t>(j * k + kk)];
+        ref[static_cast<size_t>(i * n + j)] = acc;
+      }
+    CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
   }
   cpu::set_force_portable(false);
 }

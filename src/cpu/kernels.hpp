@@ -24,8 +24,8 @@ void from_f32(const float* src, int64_t n, DType dtype, void* dst);
 
 /// out[i, j] = sum_k x[i, k] * w[j, k].  x f32 [m, k] (rows ldx apart); w [n, k] contiguous; out f32 [m, n].
 void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType w_dtype, int64_t n, float* out);
-/// The same for a group-wise int8 weight (core/weight.hpp): w[j, k] = values[j, k] * scales[j, k / group], each
-/// product rounded to f32, so the result is matmul's over the dequantized f32 weight. values i8 [n, k]; scales f32
+/// The same for a group-wise int8 weight (core/weight.hpp): w[j, k] = values[j, k] * scales[j, k / group], f32
+/// accumulation (the sums of the dequantized f32 weight's matmul up to rounding). values i8 [n, k]; scales f32
 /// [n, ceil(k / group)]; group a multiple of 16, or k.
 void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* values, const float* scales,
                  int64_t group, int64_t n, float* out);

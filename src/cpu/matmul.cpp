@@ -3,7 +3,7 @@
 // Decode is memory-bound (every weight byte is read once per token), so the AVX-512 path streams each weight row
 // exactly once per block of tokens: a register tile of MT tokens x NT weight rows, with weights widened to f32 in
 // registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference). Int8 weights are widened and
-// multiplied by their group's scale in registers, which rounds exactly as the dequantized f32 weight would be.
+// multiplied by their group's scale in registers (for one token, each group's sum is scaled instead).
 // GCC 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -147,12 +147,48 @@ PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char
 
 // Int8 weights: 16 values widened to f32 and scaled by `scale` (a group never splits a vector of 16: groups are
 // multiples of 16 columns, or the whole row).
+PHOTON_AVX512 inline __m512 widen_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+PHOTON_AVX512 inline __m512 widen_i8_masked(const int8_t* p, __mmask16 mask) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
+}
 PHOTON_AVX512 inline __m512 load_i8(const int8_t* p, __m512 scale) {
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))),
                        scale);
 }
 PHOTON_AVX512 inline __m512 load_i8_masked(const int8_t* p, __mmask16 mask, __m512 scale) {
   return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p))), scale);
+}
+
+// Decode (one token): each group's products summed unscaled, then scaled once into the total (the sums differ from
+// the dequantized weights' in rounding only). Eight rows stream at once, which the hardware prefetcher follows
+// poorly at a byte per weight, so each 64 bytes of a row also prefetch the same bytes of the next tile's row.
+template <int NT>
+PHOTON_AVX512 inline void row_i8(const float* x, const int8_t* w, const float* scales, int64_t group, int64_t groups,
+                                 int64_t k, int64_t j0, float* out) {
+  __m512 acc[NT];
+  for (int c = 0; c < NT; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t g = 0, g0 = 0; g0 < k; ++g, g0 += group) {
+    const int64_t g_end = g0 + group < k ? g0 + group : k;
+    __m512 part[NT];
+    for (int c = 0; c < NT; ++c) part[c] = _mm512_setzero_ps();
+    int64_t kk = g0;
+    for (; kk + 16 <= g_end; kk += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + kk);
+      if ((kk & 63) == 0) {
+        for (int c = 0; c < NT; ++c) _mm_prefetch(reinterpret_cast<const char*>(w + (j0 + NT + c) * k + kk), _MM_HINT_T0);
+      }
+      for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8(w + (j0 + c) * k + kk), part[c]);
+    }
+    if (kk < g_end) {
+      const auto mask = static_cast<__mmask16>((1u << (g_end - kk)) - 1u);
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + kk);
+      for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8_masked(w + (j0 + c) * k + kk, mask), part[c]);
+    }
+    for (int c = 0; c < NT; ++c) acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[(j0 + c) * groups + g]), acc[c]);
+  }
+  for (int c = 0; c < NT; ++c) out[j0 + c] = _mm512_reduce_add_ps(acc[c]);
 }
 
 // out[r, j0 + c] for r < MT, c < NT, int8 weights: the same sums in the same order as tile<kWF32> over the
@@ -211,8 +247,8 @@ PHOTON_AVX512 void matmul_int8_avx512(const float* x, int64_t m, int64_t k, int6
       }
       for (; i < mb; ++i) {
         int64_t j = j_begin;
-        for (; j + 8 <= j_end; j += 8) tile_i8<1, 8>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
-        for (; j < j_end; ++j) tile_i8<1, 1>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+        for (; j + 8 <= j_end; j += 8) row_i8<8>(xb + i * ldx, w, scales, group, groups, k, j, ob + i * n);
+        for (; j < j_end; ++j) row_i8<1>(xb + i * ldx, w, scales, group, groups, k, j, ob + i * n);
       }
     }
   }
