@@ -62,9 +62,13 @@ static void count_progress(uint64_t done, uint64_t total, void* user_data) {
   if (done <= total) ++*calls;
 }
 
-/* Greedy tokens of `prompt` on a fresh engine over `model` with the given scheduling; returns how many. */
-static int greedy_tokens(const char* model, int async_scheduling, int enforce_eager, int32_t* tokens) {
+/* Greedy tokens of `prompt` on a fresh engine over `model` with the given scheduling and weight quantization ("none"
+ * or "int8", groups of 32); returns how many, or -1 when the engine was not created. */
+static int greedy_tokens(const char* model, int async_scheduling, int enforce_eager, const char* quantization,
+                         int32_t* tokens) {
   photon_engine_params p = photon_engine_params_default();
+  p.quantization = quantization;
+  p.group_size = 32;
   p.model = model;
   p.num_kv_blocks = 16;
   p.block_size = 4;
@@ -225,10 +229,19 @@ int main(int argc, char** argv) {
 
   /* Scheduling switches: synchronous and eager engines give the same greedy tokens as the default. */
   int32_t by_default[16], sync[16], eager[16];
-  const int n_default = greedy_tokens(argv[1], 1, 0, by_default);
+  const int n_default = greedy_tokens(argv[1], 1, 0, "none", by_default);
   EXPECT(n_default == 10);
-  EXPECT(greedy_tokens(argv[1], 0, 0, sync) == 10 && memcmp(by_default, sync, sizeof(int32_t) * 10) == 0);
-  EXPECT(greedy_tokens(argv[1], 1, 1, eager) == 10 && memcmp(by_default, eager, sizeof(int32_t) * 10) == 0);
+  EXPECT(greedy_tokens(argv[1], 0, 0, "none", sync) == 10 && memcmp(by_default, sync, sizeof(int32_t) * 10) == 0);
+  EXPECT(greedy_tokens(argv[1], 1, 1, "none", eager) == 10 && memcmp(by_default, eager, sizeof(int32_t) * 10) == 0);
+  /* Int8 weights (since 0.3): quantized at load; an unknown scheme is a clear error. */
+  {
+    const photon_engine_params d = photon_engine_params_default();
+    EXPECT(strcmp(d.quantization, "none") == 0 && d.group_size == 128 && d.quantize_lm_head == 0);
+    int32_t int8[16];
+    EXPECT(greedy_tokens(argv[1], 1, 0, "int8", int8) == 10);
+    EXPECT(greedy_tokens(argv[1], 1, 0, "int4", int8) == -1);
+    EXPECT(strstr(photon_last_error(), "none or int8") != NULL);
+  }
 
   /* Bad input: a clear error, and the engine stays usable. */
   const int32_t bad[] = {5, 100000};
