@@ -66,64 +66,65 @@ int main(int argc, char** argv) {
   constexpr int kGroup = 128;
   for (int m : ms) {
     for (const bool int8 : {false, true})
-    for (const Shape& s : kShapes) {
-      const size_t rows = size_t{1} * s.rows * (s.swiglu ? 2 : 1);
-      const int groups = (s.k + kGroup - 1) / kGroup;
-      const size_t value_bytes = rows * s.k * (int8 ? 1 : 2);
-      const size_t bytes = value_bytes + (int8 ? rows * groups * 4 : 0);
-      const int copies = static_cast<int>((size_t{512} << 20) / bytes + 1);
-      std::vector<void*> weights(static_cast<size_t>(copies));
-      for (auto& w : weights) {
-        CHECK_CUDA(cudaMalloc(&w, bytes));
-        CHECK_CUDA(cudaMemset(w, 0x3c, bytes));
-      }
-      constexpr int kLaunches = 64;
-      auto enqueue = [&] {
-        for (int i = 0; i < kLaunches; ++i) {
-          const auto* w = static_cast<const uint16_t*>(weights[static_cast<size_t>(i % copies)]);
-          const auto* xs = static_cast<const uint16_t*>(x);
-          const auto* base = static_cast<const char*>(weights[static_cast<size_t>(i % copies)]);
-          const photon::cuda::Int8Weights q{reinterpret_cast<const int8_t*>(base),
-                                            reinterpret_cast<const float*>(base + value_bytes), groups, kGroup};
-          if (int8 && s.swiglu) {
-            photon::cuda::gemv_swiglu_int8(xs, m, s.k, q, s.rows, s.k, static_cast<uint16_t*>(out), stream);
-          } else if (int8) {
-            photon::cuda::gemv_int8(xs, m, s.k, q, s.rows, s.k, out, false, stream);
-          } else if (s.swiglu) {
-            photon::cuda::gemv_swiglu(xs, m, s.k, w, s.rows, s.k, static_cast<uint16_t*>(out), stream);
-          } else {
-            photon::cuda::gemv(xs, m, s.k, w, s.rows, s.k, out, false, stream);
-          }
+      for (const Shape& s : kShapes) {
+        const size_t rows = size_t{1} * s.rows * (s.swiglu ? 2 : 1);
+        const int groups = (s.k + kGroup - 1) / kGroup;
+        const size_t value_bytes = rows * s.k * (int8 ? 1 : 2);
+        const size_t bytes = value_bytes + (int8 ? rows * groups * 4 : 0);
+        const int copies = static_cast<int>((size_t{512} << 20) / bytes + 1);
+        std::vector<void*> weights(static_cast<size_t>(copies));
+        for (auto& w : weights) {
+          CHECK_CUDA(cudaMalloc(&w, bytes));
+          CHECK_CUDA(cudaMemset(w, 0x3c, bytes));
         }
-      };
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      enqueue();
-      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
-      cudaEvent_t start, stop;
-      CHECK_CUDA(cudaEventCreate(&start));
-      CHECK_CUDA(cudaEventCreate(&stop));
-      constexpr int kReplays = 5;
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms_total = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
-      const double us = 1e3 * ms_total / (kReplays * kLaunches);
-      std::printf(
-          "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, "
-          "\"us\": %.2f, \"gb_per_s\": %.1f}\n",
-          s.model, s.matrix, int8 ? "int8" : "bf16", m, s.rows * (s.swiglu ? 2 : 1), s.k, us, static_cast<double>(bytes) / us / 1e3);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      for (void* w : weights) CHECK_CUDA(cudaFree(w));
-    }
+        constexpr int kLaunches = 64;
+        auto enqueue = [&] {
+          for (int i = 0; i < kLaunches; ++i) {
+            const auto* w = static_cast<const uint16_t*>(weights[static_cast<size_t>(i % copies)]);
+            const auto* xs = static_cast<const uint16_t*>(x);
+            const auto* base = static_cast<const char*>(weights[static_cast<size_t>(i % copies)]);
+            const photon::cuda::Int8Weights q{reinterpret_cast<const int8_t*>(base),
+                                              reinterpret_cast<const float*>(base + value_bytes), groups, kGroup};
+            if (int8 && s.swiglu) {
+              photon::cuda::gemv_swiglu_int8(xs, m, s.k, q, s.rows, s.k, static_cast<uint16_t*>(out), stream);
+            } else if (int8) {
+              photon::cuda::gemv_int8(xs, m, s.k, q, s.rows, s.k, out, false, stream);
+            } else if (s.swiglu) {
+              photon::cuda::gemv_swiglu(xs, m, s.k, w, s.rows, s.k, static_cast<uint16_t*>(out), stream);
+            } else {
+              photon::cuda::gemv(xs, m, s.k, w, s.rows, s.k, out, false, stream);
+            }
+          }
+        };
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        enqueue();
+        CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+        CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
+        cudaEvent_t start, stop;
+        CHECK_CUDA(cudaEventCreate(&start));
+        CHECK_CUDA(cudaEventCreate(&stop));
+        constexpr int kReplays = 5;
+        CHECK_CUDA(cudaEventRecord(start, stream));
+        for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        CHECK_CUDA(cudaEventRecord(stop, stream));
+        CHECK_CUDA(cudaEventSynchronize(stop));
+        float ms_total = 0;
+        CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
+        const double us = 1e3 * ms_total / (kReplays * kLaunches);
+        std::printf(
+            "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, "
+            "\"us\": %.2f, \"gb_per_s\": %.1f}\n",
+            s.model, s.matrix, int8 ? "int8" : "bf16", m, s.rows * (s.swiglu ? 2 : 1), s.k, us,
+            static_cast<double>(bytes) / us / 1e3);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        for (void* w : weights) CHECK_CUDA(cudaFree(w));
+      }
   }
   return 0;
 }

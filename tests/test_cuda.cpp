@@ -152,8 +152,13 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   std::mt19937 rng(23);
   // M <= 8 takes the W8A16 GEMV, larger M widens the weights to bf16 for cuBLASLt; k not a multiple of the group
   // (a shorter last group) and k below one group.
-  for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32}, {3, 1024, 77, 128}, {8, 2048, 333, 64}, {2, 208, 50, 128},
-                                {1, 48, 9, 128}, {17, 96, 300, 32}, {130, 256, 64, 128}}) {
+  for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
+                                {3, 1024, 77, 128},
+                                {8, 2048, 333, 64},
+                                {2, 208, 50, 128},
+                                {1, 48, 9, 128},
+                                {17, 96, 300, 32},
+                                {130, 256, 64, 128}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
     const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // bf16 values, [2n, k] for SwiGLU
     Tensor cw = cpu_tensor(w, {2 * n, k});

@@ -52,14 +52,19 @@ TEST_CASE("matmul matches a double reference for every weight dtype and odd size
   cpu::set_force_portable(false);
 }
 
-TEST_CASE("int8 quantization rounds each group to its own scale, and matmul_int8 is the matmul over the dequantized "
-          "weights") {
+TEST_CASE(
+    "int8 quantization rounds each group to its own scale, and matmul_int8 is the matmul over the dequantized "
+    "weights") {
   const bool portable = GENERATE(false, true);
   cpu::set_force_portable(portable);
   std::mt19937 rng(portable ? 5 : 6);
   // k not a multiple of the group (a shorter last group), k below one group, and a whole-row group (channel).
-  for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32}, {3, 200, 9, 64}, {1, 48, 13, 128}, {6, 256, 33, 128},
-                                {70, 96, 5, 32}, {2, 80, 7, 80}}) {
+  for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32},
+                                {3, 200, 9, 64},
+                                {1, 48, 13, 128},
+                                {6, 256, 33, 128},
+                                {70, 96, 5, 32},
+                                {2, 80, 7, 80}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " portable=" << portable);
     std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
     for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0

@@ -51,7 +51,8 @@ Weight ideal_dequantized(const Weight& w, int64_t group, DType scale_dtype = DTy
     for (int64_t g0 = 0; g0 < k; g0 += group) {
       const int64_t g1 = std::min(k, g0 + group);
       double max_abs = 0.0;
-      for (int64_t c = g0; c < g1; ++c) max_abs = std::max(max_abs, std::fabs(double{f[static_cast<size_t>(j * k + c)]}));
+      for (int64_t c = g0; c < g1; ++c)
+        max_abs = std::max(max_abs, std::fabs(double{f[static_cast<size_t>(j * k + c)]}));
       auto scale = static_cast<float>(max_abs / 127.0);
       if (scale_dtype == DType::kBF16) scale = bf16_to_f32(f32_to_bf16(scale));
       for (int64_t c = g0; c < g1; ++c) {
@@ -159,7 +160,8 @@ TEST_CASE("int8 engines: tensor parallelism computes the same model, and bad set
     for (int guard = 0; (*engine)->has_unfinished_requests(); ++guard) {
       REQUIRE(guard < 1000);
       REQUIRE((*engine)->step().is_ok());
-      for (const RequestEvent& e : (*engine)->poll()) tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+      for (const RequestEvent& e : (*engine)->poll())
+        tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
     }
     return tokens;
   };
@@ -211,8 +213,9 @@ fs::path temp_dir(const std::string& name) {
 }
 
 // Rewrites DIR/model.safetensors through `edit`, which may change, add or drop tensors (by name).
-void rewrite(const fs::path& dir, const std::function<void(std::map<std::string, std::pair<SafetensorsTensor,
-                                                                                      std::vector<unsigned char>>>&)>& edit) {
+void rewrite(
+    const fs::path& dir,
+    const std::function<void(std::map<std::string, std::pair<SafetensorsTensor, std::vector<unsigned char>>>&)>& edit) {
   auto file = SafetensorsFile::open((dir / "model.safetensors").string()).value();
   std::map<std::string, std::pair<SafetensorsTensor, std::vector<unsigned char>>> all;
   for (const SafetensorsEntry& e : file.entries()) {
@@ -427,31 +430,50 @@ TEST_CASE("int-quantized per-channel checkpoints load, and unsupported or corrup
     std::function<void(nlohmann::json&)> config;
     std::function<void(std::map<std::string, std::pair<SafetensorsTensor, std::vector<unsigned char>>>&)> tensors;
   };
-  const auto group0 = [](nlohmann::json& j) -> nlohmann::json& { return j["quantization_config"]["config_groups"]["group_0"]; };
+  const auto group0 = [](nlohmann::json& j) -> nlohmann::json& {
+    return j["quantization_config"]["config_groups"]["group_0"];
+  };
   const std::vector<Bad> bad = {
       {"int4", "num_bits is 4", [&](auto& j) { group0(j)["weights"]["num_bits"] = 4; }, {}},
       {"asym", "asymmetric", [&](auto& j) { group0(j)["weights"]["symmetric"] = false; }, {}},
-      {"static", "static scales", [&](auto& j) { group0(j)["input_activations"] = {{"num_bits", 8}, {"dynamic", false}}; }, {}},
+      {"static",
+       "static scales",
+       [&](auto& j) {
+         group0(j)["input_activations"] = {{"num_bits", 8}, {"dynamic", false}};
+       },
+       {}},
       {"method", "quant_method 'gptq'", [](auto& j) { j["quantization_config"]["quant_method"] = "gptq"; }, {}},
       {"tensor", "strategy 'tensor'", [&](auto& j) { group0(j)["weights"]["strategy"] = "tensor"; }, {}},
       {"no scale", module + ".weight_scale' is missing", {}, [&](auto& all) { all.erase(module + ".weight_scale"); }},
-      {"bad scale", module + ".weight_scale' is", {},
+      {"bad scale",
+       module + ".weight_scale' is",
+       {},
        [&](auto& all) {
          auto& [t, b] = all[module + ".weight_scale"];
          t.shape[1] -= 1;
          b.resize(b.size() - static_cast<size_t>(t.shape[0]) * 2);
        }},
-      {"bad packed", module + ".weight_packed' is", {},
+      {"bad packed",
+       module + ".weight_packed' is",
+       {},
        [&](auto& all) { all[module + ".weight_packed"].first.dtype = DType::kF32; }},
-      {"bad shape", module + ".weight_shape' must be", {},
+      {"bad shape",
+       module + ".weight_shape' must be",
+       {},
        [&](auto& all) { reinterpret_cast<int64_t*>(all[module + ".weight_shape"].second.data())[1] += 1; }},
-      {"zero point", "asymmetric", {},
+      {"zero point",
+       "asymmetric",
+       {},
        [&](auto& all) {
          const auto& s = all[module + ".weight_scale"].first;
          std::vector<unsigned char> zp(static_cast<size_t>(s.shape[0] * s.shape[1]), 1);
-         all[module + ".weight_zero_point"] = {SafetensorsTensor{module + ".weight_zero_point", DType::kI8, s.shape, {}}, zp};
+         all[module + ".weight_zero_point"] = {
+             SafetensorsTensor{module + ".weight_zero_point", DType::kI8, s.shape, {}}, zp};
        }},
-      {"ignored", "leaves this module in floats", [&](auto& j) { j["quantization_config"]["ignore"].push_back(module); }, {}},
+      {"ignored",
+       "leaves this module in floats",
+       [&](auto& j) { j["quantization_config"]["ignore"].push_back(module); },
+       {}},
   };
   for (const Bad& b : bad) {
     INFO(b.name);

@@ -10,11 +10,11 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <photon/engine.hpp>
 
@@ -491,7 +491,8 @@ TEST_CASE("tool calls are parsed out of Hermes tags and Llama 3 JSON, streamed i
     ToolCallParser named(format);
     const ToolCallParser::Delta opened = named.feed(call_opening(format, "get_weather"));
     CHECK(opened.content.empty());
-    const std::string rest = format == ToolCallFormat::kHermes ? "{\"city\": \"Paris\"}}\n</tool_call>" : "{\"city\": \"Paris\"}}";
+    const std::string rest =
+        format == ToolCallFormat::kHermes ? "{\"city\": \"Paris\"}}\n</tool_call>" : "{\"city\": \"Paris\"}}";
     ToolCallParser::Delta d = named.feed(rest);
     ToolCallParser::Delta end = named.finish();
     d.calls.insert(d.calls.end(), end.calls.begin(), end.calls.end());

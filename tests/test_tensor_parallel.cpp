@@ -187,15 +187,18 @@ TEST_CASE("a rank's dummy weights are exactly its slice of the unsharded weights
     return r < 2 * hd ? 2 * hd + r : (r < 3 * hd ? 5 * hd + (r - 2 * hd) : 7 * hd + (r - 3 * hd));
   };
   for (int64_t r = 0; r < p.qkv_proj.values.size(0); ++r)
-    for (int64_t col = 0; col < h; ++col) REQUIRE(at(p.qkv_proj.values, r, col) == at(w.qkv_proj.values, whole_qkv_row(r), col));
+    for (int64_t col = 0; col < h; ++col)
+      REQUIRE(at(p.qkv_proj.values, r, col) == at(w.qkv_proj.values, whole_qkv_row(r), col));
   // Fused gate/up: intermediate 24, rank 1 holds gate rows 12-23 and up rows 12-23.
   REQUIRE(p.gate_up_proj.values.size(0) == 24);
   for (int64_t r = 0; r < 24; ++r)
     for (int64_t col = 0; col < h; ++col)
       REQUIRE(at(p.gate_up_proj.values, r, col) == at(w.gate_up_proj.values, r < 12 ? 12 + r : 36 + (r - 12), col));
   for (int64_t r = 0; r < h; ++r) {
-    for (int64_t col = 0; col < 2 * hd; ++col) REQUIRE(at(p.o_proj.values, r, col) == at(w.o_proj.values, r, 2 * hd + col));
-    for (int64_t col = 0; col < 12; ++col) REQUIRE(at(p.down_proj.values, r, col) == at(w.down_proj.values, r, 12 + col));
+    for (int64_t col = 0; col < 2 * hd; ++col)
+      REQUIRE(at(p.o_proj.values, r, col) == at(w.o_proj.values, r, 2 * hd + col));
+    for (int64_t col = 0; col < 12; ++col)
+      REQUIRE(at(p.down_proj.values, r, col) == at(w.down_proj.values, r, 12 + col));
   }
   // Vocabulary rows 51..101, the last one padding (zeros).
   REQUIRE(part.embed.values.size(0) == 51);

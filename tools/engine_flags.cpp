@@ -91,7 +91,8 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
   }
   c.group_size = static_cast<int32_t>(group_size);
   c.quantize_lm_head = a.has("quantize-lm-head");
-  if (c.quantize_lm_head && c.quantization != "int8") return bad("option '--quantize-lm-head' needs '--quantization int8'");
+  if (c.quantize_lm_head && c.quantization != "int8")
+    return bad("option '--quantize-lm-head' needs '--quantization int8'");
   if (a.has("group-size") && c.quantization != "int8") return bad("option '--group-size' needs '--quantization int8'");
   c.kv_cache_dtype = a.get("kv-cache-dtype");
   if (c.kv_cache_dtype != "auto" && c.kv_cache_dtype != "f32" && c.kv_cache_dtype != "bf16") {

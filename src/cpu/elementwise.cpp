@@ -68,7 +68,8 @@ void embed(const int32_t* ids, int64_t num_tokens, const int32_t* sampled, const
     if (table_dtype == DType::kI8) {
       const int64_t groups = (hidden + group - 1) / group;
       const auto* q = reinterpret_cast<const int8_t*>(src);
-      for (int64_t c = 0; c < hidden; ++c) out[t * hidden + c] = static_cast<float>(q[c]) * scales[row * groups + c / group];
+      for (int64_t c = 0; c < hidden; ++c)
+        out[t * hidden + c] = static_cast<float>(q[c]) * scales[row * groups + c / group];
       continue;
     }
     to_f32(src, table_dtype, hidden, out + t * hidden);

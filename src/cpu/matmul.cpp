@@ -2,9 +2,9 @@
 //
 // Decode is memory-bound (every weight byte is read once per token), so the AVX-512 path streams each weight row
 // exactly once per block of tokens: a register tile of MT tokens x NT weight rows, with weights widened to f32 in
-// registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference). Int8 weights are widened and
-// multiplied by their group's scale in registers (for one token, each group's sum is scaled instead).
-// GCC 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
+// registers (bf16 -> f32 is a 16-bit shift, so the products are exact and match a float32 reference). Int8 weights are
+// widened and multiplied by their group's scale in registers (for one token, each group's sum is scaled instead). GCC
+// 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -177,7 +177,8 @@ PHOTON_AVX512 inline void row_i8(const float* x, const int8_t* w, const float* s
     for (; kk + 16 <= g_end; kk += 16) {
       const __m512 xv = _mm512_loadu_ps(x + kk);
       if ((kk & 63) == 0) {
-        for (int c = 0; c < NT; ++c) _mm_prefetch(reinterpret_cast<const char*>(w + (j0 + NT + c) * k + kk), _MM_HINT_T0);
+        for (int c = 0; c < NT; ++c)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j0 + NT + c) * k + kk), _MM_HINT_T0);
       }
       for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8(w + (j0 + c) * k + kk), part[c]);
     }
@@ -186,7 +187,8 @@ PHOTON_AVX512 inline void row_i8(const float* x, const int8_t* w, const float* s
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x + kk);
       for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8_masked(w + (j0 + c) * k + kk, mask), part[c]);
     }
-    for (int c = 0; c < NT; ++c) acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[(j0 + c) * groups + g]), acc[c]);
+    for (int c = 0; c < NT; ++c)
+      acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[(j0 + c) * groups + g]), acc[c]);
   }
   for (int c = 0; c < NT; ++c) out[j0 + c] = _mm512_reduce_add_ps(acc[c]);
 }
@@ -301,8 +303,8 @@ void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DT
   matmul_portable(x, m, k, ldx, w, wt, n, out);
 }
 
-void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
-                 int64_t group, int64_t n, float* out) {
+void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales, int64_t group,
+                 int64_t n, float* out) {
   if (m == 0 || n == 0) return;
   if (has_avx512()) return matmul_int8_avx512(x, m, k, ldx, w, scales, group, n, out);
   matmul_int8_portable(x, m, k, ldx, w, scales, group, n, out);

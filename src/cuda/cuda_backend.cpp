@@ -338,8 +338,8 @@ class CudaBackend final : public Backend {
       return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);
     }
     if (cuda::gemv_supported(static_cast<int>(m), static_cast<int>(k), ldx)) {
-      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w.values), static_cast<int>(n), static_cast<int>(k),
-                 out.raw(), out_f32, stream_);
+      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w.values), static_cast<int>(n), static_cast<int>(k), out.raw(),
+                 out_f32, stream_);
       return Status::ok();
     }
     return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);

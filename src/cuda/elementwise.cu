@@ -21,8 +21,8 @@ struct Int8Rows {
 };
 
 template <typename Rows>
-__global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, Rows table, int rows, int hidden,
-                             int first_id, uint16_t* out) {
+__global__ void embed_kernel(const int32_t* ids, const int32_t* sampled, Rows table, int rows, int hidden, int first_id,
+                             uint16_t* out) {
   pdl_begin();
   const int t = blockIdx.x;
   const int id = ids[t];

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kThreads)
   const auto xs_at = [&](int i) { return reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx); };
   // acc += the weight vectors w[r] (vector index v of each row) dotted with every activation row: each activation
   // vector is loaded once for all rows, and an int8 row's group scale once for all activation rows.
-  const auto accumulate = [&](const uint4 (&w)[kRows], const float (&scale)[kRows], int v, float (&acc)[M][kRows]) {
+  const auto accumulate = [&](const uint4(&w)[kRows], const float(&scale)[kRows], int v, float(&acc)[M][kRows]) {
 #pragma unroll
     for (int i = 0; i < M; ++i) {
       if constexpr (kInt8) {
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   // The group scales of vector v of each row (int8; unused for bf16).
-  const auto load_scales = [&](int v, float (&scale)[kRows]) {
+  const auto load_scales = [&](int v, float(&scale)[kRows]) {
     if constexpr (kInt8) {
       const int g = wt.group_shift >= 0 ? v >> wt.group_shift : v / wt.group16;
 #pragma unroll

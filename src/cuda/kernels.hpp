@@ -75,8 +75,7 @@ void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& 
                       cudaStream_t s);
 /// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =
 /// max |w| / 127 per group, round-half-even of w / scale).
-void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales,
-                   cudaStream_t s);
+void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales, cudaStream_t s);
 /// out bf16 [n, k] = values * scale, each product rounded to bf16 (for the tensor-core GEMM of large batches).
 void dequantize_int8(const Int8Weights& w, int64_t n, int64_t k, uint16_t* out, cudaStream_t s);
 

@@ -57,8 +57,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales,
-                   cudaStream_t s) {
+void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales, cudaStream_t s) {
   const int groups = static_cast<int>((k + group - 1) / group);
   const int64_t warps = n * groups;
   const auto blocks = static_cast<unsigned>((warps * 32 + kThreads - 1) / kThreads);

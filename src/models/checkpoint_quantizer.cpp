@@ -23,10 +23,11 @@ using nlohmann::ordered_json;
 
 // The quantization_config that describes what quantize_checkpoint writes.
 ordered_json quantization_config(int64_t group_size, bool lm_head) {
-  ordered_json weights = {{"num_bits", 8},      {"type", "int"},      {"symmetric", true},
-                          {"group_size", group_size}, {"strategy", "group"}, {"block_structure", nullptr},
-                          {"dynamic", false},   {"actorder", nullptr}, {"observer", "minmax"},
-                          {"observer_kwargs", ordered_json::object()}};
+  ordered_json weights = {{"num_bits", 8},        {"type", "int"},
+                          {"symmetric", true},    {"group_size", group_size},
+                          {"strategy", "group"},  {"block_structure", nullptr},
+                          {"dynamic", false},     {"actorder", nullptr},
+                          {"observer", "minmax"}, {"observer_kwargs", ordered_json::object()}};
   ordered_json group = {{"targets", {"Linear"}},
                         {"weights", weights},
                         {"input_activations", nullptr},
@@ -48,7 +49,8 @@ std::vector<unsigned char> pack(const std::vector<int8_t>& q, int64_t n, int64_t
   std::vector<unsigned char> out(static_cast<size_t>(n * row_bytes), 0);
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c < k; ++c) {
-      out[static_cast<size_t>(r * row_bytes + c)] = static_cast<unsigned char>(q[static_cast<size_t>(r * k + c)]) ^ 0x80u;
+      out[static_cast<size_t>(r * row_bytes + c)] =
+          static_cast<unsigned char>(q[static_cast<size_t>(r * k + c)]) ^ 0x80u;
     }
   }
   return out;
@@ -117,8 +119,8 @@ Status quantize_checkpoint(const QuantizeOptions& o) {
     }
     if (o.progress) o.progress(++done, names.size());
   }
-  PHOTON_RETURN_IF_ERROR(write_safetensors((fs::path(o.out) / "model.safetensors").string(), tensors,
-                                           {{"format", "pt"}}));
+  PHOTON_RETURN_IF_ERROR(
+      write_safetensors((fs::path(o.out) / "model.safetensors").string(), tensors, {{"format", "pt"}}));
   config_json["quantization_config"] = quantization_config(o.group_size, lm_head);
   std::ofstream(fs::path(o.out) / "config.json") << config_json.dump(2) << "\n";
   // Everything else a model folder holds (tokenizer, generation config, chat template) comes along.
@@ -129,7 +131,8 @@ Status quantize_checkpoint(const QuantizeOptions& o) {
       continue;
     }
     fs::copy_file(entry.path(), fs::path(o.out) / file, fs::copy_options::overwrite_existing, ec);
-    if (ec) return Status(StatusCode::kIoError, fmt::format("cannot copy '{}': {}", entry.path().string(), ec.message()));
+    if (ec)
+      return Status(StatusCode::kIoError, fmt::format("cannot copy '{}': {}", entry.path().string(), ec.message()));
   }
   if (!fs::exists(fs::path(o.out) / "config.json")) {
     return Status(StatusCode::kIoError, fmt::format("cannot write '{}'", (fs::path(o.out) / "config.json").string()));

@@ -18,7 +18,8 @@ bool matches(const std::string& pattern, std::string_view module) {
   if (pattern == "Linear") return true;  // every projection PhotonInfer loads is a Linear
   if (pattern.starts_with("re:")) {
     try {
-      return std::regex_search(std::string(module), std::regex(pattern.substr(3)), std::regex_constants::match_continuous);
+      return std::regex_search(std::string(module), std::regex(pattern.substr(3)),
+                               std::regex_constants::match_continuous);
     } catch (const std::regex_error&) {
       return false;  // checked when the config was read
     }
@@ -110,8 +111,10 @@ Result<CheckpointQuantization> parse_quantization_config(const json& config, std
       return refuse(source, fmt::format("{}.weights.type '{}' is not supported (int only)", where,
                                         w.value("type", std::string())));
     }
-    if (!w.value("symmetric", true)) return refuse(source, where + ".weights is asymmetric (zero points); only symmetric is supported");
-    if (w.value("dynamic", false)) return refuse(source, where + ".weights.dynamic: weights must be quantized ahead of time");
+    if (!w.value("symmetric", true))
+      return refuse(source, where + ".weights is asymmetric (zero points); only symmetric is supported");
+    if (w.value("dynamic", false))
+      return refuse(source, where + ".weights.dynamic: weights must be quantized ahead of time");
     if (w.contains("actorder") && !w["actorder"].is_null() && w["actorder"] != false) {
       return refuse(source, where + ".weights.actorder (activation reordering) is not supported");
     }
@@ -124,7 +127,8 @@ Result<CheckpointQuantization> parse_quantization_config(const json& config, std
       }
       group.scheme.group_size = gs;
     } else if (strategy != "channel") {
-      return refuse(source, fmt::format("{}.weights.strategy '{}' is not supported (channel or group)", where, strategy));
+      return refuse(source,
+                    fmt::format("{}.weights.strategy '{}' is not supported (channel or group)", where, strategy));
     }
     if (g.contains("output_activations") && !g["output_activations"].is_null()) {
       return refuse(source, where + ".output_activations is not supported");
@@ -132,8 +136,9 @@ Result<CheckpointQuantization> parse_quantization_config(const json& config, std
     if (g.contains("input_activations") && !g["input_activations"].is_null()) {
       const json& a = g["input_activations"];
       if (!a.is_object() || !a.value("dynamic", false)) {
-        return refuse(source, where + ".input_activations has static scales, which are not supported (dynamic "
-                                      "per-token activation quantization is served as W8A16)");
+        return refuse(source, where +
+                                  ".input_activations has static scales, which are not supported (dynamic "
+                                  "per-token activation quantization is served as W8A16)");
       }
       q.activations_dropped = true;
     }

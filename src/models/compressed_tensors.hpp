@@ -32,9 +32,9 @@ struct CheckpointQuantization {
     std::vector<std::string> targets;  ///< "Linear", a module name, or "re:REGEX" (matched from the start)
     Int8Scheme scheme;
   };
-  std::vector<Group> groups;          ///< empty: the checkpoint is not quantized
-  std::vector<std::string> ignore;    ///< modules left in floats, same syntax as targets
-  bool activations_dropped = false;   ///< a W8A8 scheme's dynamic activation quantization is not applied
+  std::vector<Group> groups;         ///< empty: the checkpoint is not quantized
+  std::vector<std::string> ignore;   ///< modules left in floats, same syntax as targets
+  bool activations_dropped = false;  ///< a W8A8 scheme's dynamic activation quantization is not applied
 
   bool quantized() const { return !groups.empty(); }
   /// The scheme of a linear module (e.g. "model.layers.0.self_attn.q_proj"), or nullopt when it keeps floats.

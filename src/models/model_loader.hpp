@@ -21,8 +21,8 @@ std::optional<LoadFormat> parse_load_format(std::string_view name);
 struct ModelSource {
   std::string model;  ///< checkpoint folder, or "dummy:NAME"
   LoadFormat format = LoadFormat::kAuto;
-  uint64_t seed = 0;                 ///< dummy weights' seed
-  DType dummy_dtype = DType::kBF16;  ///< dummy weights' dtype
+  uint64_t seed = 0;                  ///< dummy weights' seed
+  DType dummy_dtype = DType::kBF16;   ///< dummy weights' dtype
   QuantizationConfig quantization{};  ///< applied on the device once the weights are there
 };
 

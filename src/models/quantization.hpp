@@ -12,9 +12,9 @@
 namespace photon {
 
 struct QuantizationConfig {
-  bool int8 = false;        ///< quantize at load (false: keep the checkpoint's weights as they are)
+  bool int8 = false;         ///< quantize at load (false: keep the checkpoint's weights as they are)
   int64_t group_size = 128;  ///< input features per scale: 32, 64 or 128
-  bool lm_head = false;     ///< the LM head too (and the embedding, when the two are one tied matrix)
+  bool lm_head = false;      ///< the LM head too (and the embedding, when the two are one tied matrix)
 };
 
 /// "none" or "int8"; nullopt when unknown.

@@ -21,7 +21,7 @@ struct Spec {
   std::string name;
   std::vector<int64_t> shape;  // the whole tensor, as the checkpoint holds it
   Tensor* slot;
-  bool is_norm;  // kept in f32 whatever the checkpoint holds
+  bool is_norm;              // kept in f32 whatever the checkpoint holds
   Weight* weight = nullptr;  // matrices: the Weight whose values `slot` is (its scales when the checkpoint is int8)
   // Part of a fused tensor (qkv_proj, gate_up_proj): the slot has slot_rows rows and this tensor fills
   // [slot_row_offset, slot_row_offset + local rows). slot_rows == 0: the slot is this tensor alone.
@@ -78,8 +78,7 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     add_matrix(p + "self_attn.k_proj.weight", {c.kv_size(), h}, l.qkv_proj, kv_rows);
     add_matrix(p + "self_attn.v_proj.weight", {c.kv_size(), h}, l.qkv_proj, kv_rows);
     fuse(3);
-    add_matrix(p + "self_attn.o_proj.weight", {h, c.q_size()}, l.o_proj,
-        cols(tp.q_head_begin * hd, tp.num_heads * hd));
+    add_matrix(p + "self_attn.o_proj.weight", {h, c.q_size()}, l.o_proj, cols(tp.q_head_begin * hd, tp.num_heads * hd));
     if (c.has_qk_norm()) {
       add(p + "self_attn.q_norm.weight", {hd}, &l.q_norm, true);
       add(p + "self_attn.k_norm.weight", {hd}, &l.k_norm, true);
@@ -89,7 +88,7 @@ std::vector<Spec> weight_specs(const ModelConfig& c, const TensorParallelShard& 
     add_matrix(p + "mlp.up_proj.weight", {c.intermediate_size, h}, l.gate_up_proj, mlp_rows);
     fuse(2);
     add_matrix(p + "mlp.down_proj.weight", {h, c.intermediate_size}, l.down_proj,
-        cols(tp.intermediate_begin, tp.intermediate_size));
+               cols(tp.intermediate_begin, tp.intermediate_size));
   }
   add("model.norm.weight", {h}, &w.final_norm, true);
   if (!c.tie_word_embeddings) add_matrix("lm_head.weight", {c.vocab_size, h}, w.lm_head, vocab);
@@ -209,8 +208,8 @@ Result<HostInt8> read_int8(const SafetensorsCheckpoint& ckpt, const Spec& s, con
     const SafetensorsEntry* e = ckpt.entry(name);
     if (e == nullptr) return tensor_error(name, "is missing (the int8 values of an int-quantized module)");
     if (e->dtype != DType::kI8 || e->shape != s.shape) {
-      return tensor_error(name, fmt::format("is {} [{}] but an int-quantized module needs i8 [{}]", dtype_name(e->dtype),
-                                            fmt::join(e->shape, ", "), fmt::join(s.shape, ", ")));
+      return tensor_error(name, fmt::format("is {} [{}] but an int-quantized module needs i8 [{}]",
+                                            dtype_name(e->dtype), fmt::join(e->shape, ", "), fmt::join(s.shape, ", ")));
     }
     h.values = *ckpt.find(name);
   } else {
@@ -219,9 +218,9 @@ Result<HostInt8> read_int8(const SafetensorsCheckpoint& ckpt, const Spec& s, con
     const std::vector<int64_t> packed_shape = {n, (k + 3) / 4};
     if (e == nullptr) return tensor_error(name, "is missing (the packed values of a pack-quantized module)");
     if (e->dtype != DType::kI32 || e->shape != packed_shape) {
-      return tensor_error(name, fmt::format("is {} [{}] but 8-bit values of [{}] pack into i32 [{}]",
-                                            dtype_name(e->dtype), fmt::join(e->shape, ", "), fmt::join(s.shape, ", "),
-                                            fmt::join(packed_shape, ", ")));
+      return tensor_error(
+          name, fmt::format("is {} [{}] but 8-bit values of [{}] pack into i32 [{}]", dtype_name(e->dtype),
+                            fmt::join(e->shape, ", "), fmt::join(s.shape, ", "), fmt::join(packed_shape, ", ")));
     }
     const SafetensorsEntry* se = ckpt.entry(shape_name);
     bool shape_ok = se != nullptr && (se->dtype == DType::kI32 || se->dtype == DType::kI64) && se->shape.size() == 1 &&
@@ -250,11 +249,11 @@ Result<HostInt8> read_int8(const SafetensorsCheckpoint& ckpt, const Spec& s, con
   const std::vector<int64_t> scale_shape = {n, (k + h.group - 1) / h.group};
   if (se == nullptr) return tensor_error(scale_name, "is missing (the scales of an int8 module)");
   if (!is_float_dtype(se->dtype) || se->shape != scale_shape) {
-    return tensor_error(scale_name, fmt::format("is {} [{}] but {} needs float scales [{}]", dtype_name(se->dtype),
-                                                fmt::join(se->shape, ", "),
-                                                scheme.group_size == 0 ? "per-channel quantization"
-                                                                       : fmt::format("groups of {}", h.group),
-                                                fmt::join(scale_shape, ", ")));
+    return tensor_error(
+        scale_name,
+        fmt::format("is {} [{}] but {} needs float scales [{}]", dtype_name(se->dtype), fmt::join(se->shape, ", "),
+                    scheme.group_size == 0 ? "per-channel quantization" : fmt::format("groups of {}", h.group),
+                    fmt::join(scale_shape, ", ")));
   }
   h.scales = *ckpt.find(scale_name);
   return h;
@@ -273,8 +272,9 @@ Status place_int8(const HostInt8& h, const Spec& s, Backend& backend, uint64_t& 
   }
   const int64_t local_group = column_split && h.group == s.shape[1] ? s.count : h.group;
   if (w.values.defined() && (w.values.dtype() != DType::kI8 || w.group_size != local_group)) {
-    return tensor_error(s.name, "is quantized differently from the matrices it is fused with (q/k/v or gate/up "
-                                "must share one scheme)");
+    return tensor_error(s.name,
+                        "is quantized differently from the matrices it is fused with (q/k/v or gate/up "
+                        "must share one scheme)");
   }
   PHOTON_ASSIGN_OR_RETURN(const Tensor values, slice_host(h.values, s));
   PHOTON_RETURN_IF_ERROR(place(values, s, DType::kI8, backend, bytes));
@@ -372,8 +372,9 @@ Result<ModelWeights> load_weights(const ModelConfig& config, const SafetensorsCh
       continue;
     }
     if (s.weight != nullptr && s.weight->quantized()) {
-      return tensor_error(s.name, "is in floats but the matrices it is fused with are int8 (q/k/v or gate/up must "
-                                  "share one scheme)");
+      return tensor_error(s.name,
+                          "is in floats but the matrices it is fused with are int8 (q/k/v or gate/up must "
+                          "share one scheme)");
     }
     Tensor host = *ckpt.find(s.name);
     const SafetensorsEntry* e = ckpt.entry(s.name);

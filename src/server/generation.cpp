@@ -128,7 +128,8 @@ ToolCallFormat call_format(const Engine& engine) {
 std::string forced_call_prefix(const GenerationRequest& g, ToolCallFormat format) {
   if (!g.tools.is_array()) return {};
   if (g.tool_choice == "required") return call_opening(format, "");
-  if (g.tool_choice.starts_with("function:")) return call_opening(format, g.tool_choice.substr(std::strlen("function:")));
+  if (g.tool_choice.starts_with("function:"))
+    return call_opening(format, g.tool_choice.substr(std::strlen("function:")));
   return {};
 }
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <iterator>
 
-#include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <boost/asio/write.hpp>
 
 namespace photon::server {
 
