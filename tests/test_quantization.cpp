@@ -99,6 +99,27 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// The greedy tokens (12, EOS ignored) of `prompt` on a fresh engine built from `c` with a small KV cache.
+std::vector<int32_t> greedy(EngineConfig c, const std::vector<int32_t>& prompt = {1, 2, 3, 4, 5}) {
+  c.num_kv_blocks = 16;
+  c.max_model_len = 128;
+  auto engine = Engine::create(c);
+  INFO(engine.status().to_string());
+  REQUIRE(engine.is_ok());
+  SamplingParams p;
+  p.max_tokens = 12;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  REQUIRE((*engine)->submit(prompt, p).is_ok());
+  std::vector<int32_t> tokens;
+  for (int guard = 0; (*engine)->has_unfinished_requests(); ++guard) {
+    REQUIRE(guard < 1000);
+    REQUIRE((*engine)->step().is_ok());
+    for (const RequestEvent& e : (*engine)->poll()) tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+  }
+  return tokens;
+}
+
 }  // namespace
 
 TEST_CASE("int8 weights on the CPU match the ideal group quantization and differ from bf16") {
@@ -145,26 +166,6 @@ TEST_CASE("int8 weights on the CPU match the ideal group quantization and differ
 }
 
 TEST_CASE("int8 engines: tensor parallelism computes the same model, and bad settings are clear errors") {
-  const auto greedy = [](EngineConfig c) {
-    c.num_kv_blocks = 16;
-    c.max_model_len = 256;
-    auto engine = Engine::create(c);
-    INFO(engine.status().to_string());
-    REQUIRE(engine.is_ok());
-    SamplingParams p;
-    p.max_tokens = 12;
-    p.temperature = 0.0f;
-    p.ignore_eos = true;
-    REQUIRE((*engine)->submit({1, 2, 3, 4, 5}, p).is_ok());
-    std::vector<int32_t> tokens;
-    for (int guard = 0; (*engine)->has_unfinished_requests(); ++guard) {
-      REQUIRE(guard < 1000);
-      REQUIRE((*engine)->step().is_ok());
-      for (const RequestEvent& e : (*engine)->poll())
-        tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-    }
-    return tokens;
-  };
   EngineConfig c;
   c.model = "dummy:tiny-llama3";
   const auto bf16 = greedy(c);
@@ -318,22 +319,7 @@ TEST_CASE("photon quantize writes a compressed-tensors checkpoint that loads as 
     EngineConfig c;
     c.model = model.string();
     c.tensor_parallel_size = tp;
-    c.num_kv_blocks = 16;
-    c.max_model_len = 128;
-    auto engine = Engine::create(c);
-    INFO(engine.status().to_string());
-    REQUIRE(engine.is_ok());
-    SamplingParams sp;
-    sp.max_tokens = 10;
-    sp.temperature = 0.0f;
-    sp.ignore_eos = true;
-    REQUIRE((*engine)->submit(prompt, sp).is_ok());
-    std::vector<int32_t> ids;
-    while ((*engine)->has_unfinished_requests()) {
-      REQUIRE((*engine)->step().is_ok());
-      for (const RequestEvent& e : (*engine)->poll()) ids.insert(ids.end(), e.token_ids.begin(), e.token_ids.end());
-    }
-    return ids;
+    return greedy(c, prompt);
   };
   CHECK(tokens(tied, 2) == tokens(tied, 1));
   EngineConfig straddle;

@@ -95,17 +95,22 @@ double metric(uint16_t port, const std::string& name) {
   return std::stod(r.body.substr(space + 1, r.body.find('\n', space) - space - 1));
 }
 
-// Sends `body` (a streamed completion), reads the response header — and with `read_event` the first bytes of the
-// stream — then hangs up. Returns the HTTP status. Safe to call from several threads.
-int stream_then_hang_up(uint16_t port, const json& body, bool read_event) {
-  net::io_context ioc;
-  beast::tcp_stream stream(ioc);
+// Connects and sends `body` as POST /v1/completions on `stream`.
+void send_completion(beast::tcp_stream& stream, uint16_t port, const json& body) {
   stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
   req.set(http::field::host, "127.0.0.1");
   req.body() = body.dump();
   req.prepare_payload();
   http::write(stream, req);
+}
+
+// Sends `body` (a streamed completion), reads the response header — and with `read_event` the first bytes of the
+// stream — then hangs up. Returns the HTTP status. Safe to call from several threads.
+int stream_then_hang_up(uint16_t port, const json& body, bool read_event) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  send_completion(stream, port, body);
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   http::read_header(stream, buffer, parser);
@@ -124,12 +129,7 @@ int stream_then_hang_up(uint16_t port, const json& body, bool read_event) {
 void send_then_hang_up(uint16_t port, const json& body) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
-  stream.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
-  http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.body() = body.dump();
-  req.prepare_payload();
-  http::write(stream, req);
+  send_completion(stream, port, body);
   stream.close();
 }
 
