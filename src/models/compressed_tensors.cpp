@@ -35,6 +35,9 @@ Result<std::vector<std::string>> string_list(const json& o, const char* key, std
   for (const json& v : *it) {
     if (!v.is_string()) return refuse(source, fmt::format("'{}' must be a list of strings", key));
     std::string s = v.get<std::string>();
+    if (s.starts_with("re:") && s.size() > 512) {
+      return refuse(source, fmt::format("'{}' holds a regular expression of {} characters; at most 512", key, s.size()));
+    }
     if (s.starts_with("re:")) {
       try {
         (void)std::regex(s.substr(3));

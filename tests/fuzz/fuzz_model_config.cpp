@@ -1,4 +1,5 @@
-// libFuzzer target: config.json and generation_config.json parsing on arbitrary text.
+// libFuzzer target: config.json (its quantization_config included) and generation_config.json parsing on arbitrary
+// text.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -13,6 +14,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)photon::apply_generation_config(text, *config, "fuzz/generation_config.json");
     (void)photon::rope_inv_freq(config->rope, config->head_dim);
     (void)config->num_parameters();
+    // A quantization_config's targets and ignore patterns, matched against the modules the loader asks about.
+    for (const char* module : {"model.layers.0.self_attn.q_proj", "model.layers.31.mlp.down_proj", "lm_head"}) {
+      (void)config->quantization.scheme_for(module);
+    }
   }
   return 0;
 }
