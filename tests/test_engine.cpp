@@ -344,3 +344,17 @@ TEST_CASE("penalties sample the same on the backend's sampler as on the host's")
   CHECK(results.at(device).tokens == results.at(host).tokens);
   CHECK(results.at(device).tokens != results.at(unpenalised).tokens);
 }
+
+TEST_CASE("the CPU's default KV cache is sized for the work, not for half of the machine") {
+  EngineConfig c;
+  c.model = "dummy:tiny-llama3";
+  c.max_num_seqs = 256;  // 256 full-length sequences would want 16 GiB
+  auto engine = make_engine(c);
+  const EngineStats s = engine->stats();
+  CHECK(s.kv_cache_bytes <= (uint64_t{4} << 30));
+  CHECK(s.kv_capacity_tokens >= engine->model_info().max_model_len);  // one full-length sequence always fits
+  // An explicit budget still decides.
+  c.kv_cache_memory_bytes = uint64_t{64} << 20;
+  c.max_model_len = 4096;
+  CHECK(make_engine(c)->stats().kv_cache_bytes <= (uint64_t{64} << 20));
+}

@@ -59,8 +59,10 @@ struct EngineConfig {
   /// Bytes for the KV cache; 0 chooses from `memory_utilization`.
   uint64_t kv_cache_memory_bytes = 0;
   /// Fraction of the device's total memory the engine may use in all (weights, activations, KV cache) when
-  /// kv_cache_memory_bytes is 0; memory others already use counts against it. 0 chooses 0.9 on a GPU and 0.5 on
-  /// the CPU (where "free" is MemAvailable from /proc/meminfo).
+  /// kv_cache_memory_bytes is 0; memory others already use counts against it. 0 chooses 0.9 on a GPU, and on the
+  /// CPU 0.5 (where "free" is MemAvailable from /proc/meminfo) with the KV cache capped at 4 GiB, or at one
+  /// max_model_len sequence where that is larger. Either way the KV cache never takes more than max_num_seqs
+  /// full-length sequences need.
   double memory_utilization = 0.0;
   /// GPUs (or, with device "cpu", threads) the model is split across, Megatron-style: attention heads, MLP
   /// features and the vocabulary are divided evenly, and each rank's KV cache holds its KV heads. With device

@@ -102,6 +102,17 @@ Result<int64_t> kv_blocks(const EngineConfig& config, Backend& backend, uint64_t
     budget = static_cast<uint64_t>(std::max(0.0, allowed - used) / ranks_sharing_memory);
     *budget_hint = fmt::format("raise memory_utilization (now {:.2f}; {:.2f} of {:.2f} GB already in use)", utilization,
                                used / 1e9, static_cast<double>(total_bytes) / 1e9);
+    if (!on_gpu && config.memory_utilization <= 0) {
+      // The CPU shares its memory with everything else: by default at most 4 GiB (or one full-length sequence,
+      // when that is larger), not a fraction of all of it.
+      constexpr uint64_t kCpuDefault = uint64_t{4} << 30;
+      const uint64_t one_sequence = per_block * static_cast<uint64_t>(blocks_per_seq);
+      const uint64_t cap = std::max(kCpuDefault / static_cast<uint64_t>(ranks_sharing_memory), one_sequence);
+      if (cap < budget) {
+        budget = cap;
+        *budget_hint = "set the KV cache memory or memory_utilization (the CPU's default is at most 4 GiB)";
+      }
+    }
   }
   return std::min<int64_t>(static_cast<int64_t>(budget / per_block),
                            static_cast<int64_t>(config.max_num_seqs) * blocks_per_seq);
