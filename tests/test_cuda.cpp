@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <random>
 
 #include <nlohmann/json.hpp>
 #include <photon/engine.hpp>
+#include <photon/quantize.hpp>
 
 #include "core/mapped_file.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -706,6 +708,32 @@ TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16
       CHECK(mean < 0.05);  // the bf16-vs-float32 bound of the test above
     }
   }
+}
+
+TEST_CASE("an int8 checkpoint served on the GPU tracks the CPU serving it, prompts and decode batches alike",
+          "[cuda]") {
+  if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
+  const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/parity/llama3-mha-untied";
+  const std::string out = (std::filesystem::temp_directory_path() / "photon-cuda-int8-checkpoint").string();
+  QuantizeOptions q;
+  q.model = dir;
+  q.out = out;
+  q.group_size = 32;
+  q.quantize_lm_head = true;
+  REQUIRE(quantize_checkpoint(q).is_ok());
+  const auto ref = nlohmann::json::parse(read_text_file(dir + "/reference.json").value());
+  const auto prompt = ref["cases"][0]["prompt_ids"].get<std::vector<int32_t>>();
+  REQUIRE(prompt.size() > 8);  // the prompt's matmuls take the widened-weights GEMM path
+  EngineConfig c;
+  c.model = out;
+  const auto cpu = engine_prompt_logprobs(c, prompt);
+  c.device = "cuda";
+  const auto gpu = engine_prompt_logprobs(c, prompt);
+  REQUIRE(gpu.size() == cpu.size());
+  double sum = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) sum += std::abs(double{gpu[i]} - cpu[i]);
+  CHECK(sum / static_cast<double>(cpu.size()) < 0.05);
+  std::filesystem::remove_all(out);
 }
 
 TEST_CASE("decode steps replayed as CUDA graphs match eager steps", "[cuda]") {

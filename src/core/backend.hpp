@@ -118,6 +118,13 @@ class Backend {
   /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
   /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
   virtual void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) = 0;
+  /// Called once for every matmul weight of a loaded model (quantized at load or read quantized), before the first
+  /// operation: the backend reserves what its kernels will need for it (the GPU: the scratch that int8 weights are
+  /// widened into for large batches). Errors: out of device memory.
+  virtual Status prepare_weight(const Weight& w) {
+    (void)w;
+    return Status::ok();
+  }
   /// Symmetric group-wise int8 of a float weight [N, K] on this device: for each row and each group of
   /// `group_size` consecutive columns, scale = max |w| / 127 and values = round-half-even(w / scale) (0 where the
   /// group is all zeros). group_size is a multiple of 16. Errors: out of device memory.

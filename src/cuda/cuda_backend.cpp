@@ -213,9 +213,12 @@ class CudaBackend final : public Backend {
     PHOTON_ASSIGN_OR_RETURN(q.values, Tensor::empty({n, k}, DType::kI8, allocator_));
     PHOTON_ASSIGN_OR_RETURN(q.scales, Tensor::empty({n, (k + group_size - 1) / group_size}, DType::kF32, allocator_));
     cuda::quantize_int8(bf16(w), n, k, to_int(group_size), q.values.data<int8_t>(), q.scales.data<float>(), stream_);
-    PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // w may be freed when this returns
     return q;
+  }
+
+  Status prepare_weight(const Weight& w) override {
+    return w.quantized() ? reserve_dequantized(w.rows() * w.cols()) : Status::ok();
   }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
