@@ -710,8 +710,7 @@ TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16
   }
 }
 
-TEST_CASE("an int8 checkpoint served on the GPU tracks the CPU serving it, prompts and decode batches alike",
-          "[cuda]") {
+TEST_CASE("an int8 checkpoint served on the GPU tracks the CPU serving it", "[cuda]") {
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
   const std::string dir = std::string(PHOTON_TEST_DATA_DIR) + "/parity/llama3-mha-untied";
   const std::string out = (std::filesystem::temp_directory_path() / "photon-cuda-int8-checkpoint").string();
