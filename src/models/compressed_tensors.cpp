@@ -36,7 +36,8 @@ Result<std::vector<std::string>> string_list(const json& o, const char* key, std
     if (!v.is_string()) return refuse(source, fmt::format("'{}' must be a list of strings", key));
     std::string s = v.get<std::string>();
     if (s.starts_with("re:") && s.size() > 512) {
-      return refuse(source, fmt::format("'{}' holds a regular expression of {} characters; at most 512", key, s.size()));
+      return refuse(source,
+                    fmt::format("'{}' holds a regular expression of {} characters; at most 512", key, s.size()));
     }
     if (s.starts_with("re:")) {
       try {
@@ -48,6 +49,32 @@ Result<std::vector<std::string>> string_list(const json& o, const char* key, std
     out.push_back(std::move(s));
   }
   return out;
+}
+
+// Typed fields that never throw: `fallback` when the key is absent or null, an error naming the field when it holds
+// another type.
+Result<std::string> string_field(const json& o, const char* key, const std::string& where, std::string fallback,
+                                 std::string_view source) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return fallback;
+  if (!it->is_string()) return refuse(source, fmt::format("{}{} must be a string", where, key));
+  return it->get<std::string>();
+}
+
+Result<int64_t> int_field(const json& o, const char* key, const std::string& where, int64_t fallback,
+                          std::string_view source) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer()) return refuse(source, fmt::format("{}{} must be an integer", where, key));
+  return it->get<int64_t>();
+}
+
+Result<bool> bool_field(const json& o, const char* key, const std::string& where, bool fallback,
+                        std::string_view source) {
+  const auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return refuse(source, fmt::format("{}{} must be true or false", where, key));
+  return it->get<bool>();
 }
 
 Result<Int8Storage> storage_of(const std::string& format, std::string_view source) {
@@ -78,21 +105,21 @@ Result<CheckpointQuantization> parse_quantization_config(const json& config, std
   if (qc_it == config.end() || qc_it->is_null()) return q;
   const json& qc = *qc_it;
   if (!qc.is_object()) return refuse(source, "must be an object");
-  const std::string method = qc.value("quant_method", std::string());
+  PHOTON_ASSIGN_OR_RETURN(const std::string method, string_field(qc, "quant_method", "", "", source));
   if (method != "compressed-tensors") {
     return refuse(source, fmt::format("quant_method '{}' is not supported; PhotonInfer loads compressed-tensors "
                                       "int8 checkpoints (photon quantize writes them), or quantizes a float "
                                       "checkpoint at load with --quantization int8",
                                       method));
   }
-  const std::string status = qc.value("quantization_status", std::string("compressed"));
+  PHOTON_ASSIGN_OR_RETURN(const std::string status, string_field(qc, "quantization_status", "", "compressed", source));
   if (status != "compressed") {
     return refuse(source, fmt::format("quantization_status '{}': the weights are not stored compressed", status));
   }
-  if (qc.contains("kv_cache_scheme") && !qc["kv_cache_scheme"].is_null()) {
+  if (const auto kv = qc.find("kv_cache_scheme"); kv != qc.end() && !kv->is_null()) {
     return refuse(source, "kv_cache_scheme (a quantized KV cache) is not supported");
   }
-  const std::string top_format = qc.value("format", std::string("int-quantized"));
+  PHOTON_ASSIGN_OR_RETURN(const std::string top_format, string_field(qc, "format", "", "int-quantized", source));
   PHOTON_ASSIGN_OR_RETURN(q.ignore, string_list(qc, "ignore", source));
   const auto groups = qc.find("config_groups");
   if (groups == qc.end() || !groups->is_object() || groups->empty()) {
@@ -104,48 +131,54 @@ Result<CheckpointQuantization> parse_quantization_config(const json& config, std
     CheckpointQuantization::Group group;
     PHOTON_ASSIGN_OR_RETURN(group.targets, string_list(g, "targets", source));
     if (group.targets.empty()) return refuse(source, where + ".targets is empty");
-    const json w = g.value("weights", json());
-    if (!w.is_object()) return refuse(source, where + ".weights is missing (only weight quantization is served)");
-    if (w.value("num_bits", 0) != 8) {
-      return refuse(source, fmt::format("{}.weights.num_bits is {}; PhotonInfer serves 8-bit weights (no int4 packs)",
-                                        where, w.value("num_bits", json()).dump()));
+    const auto w_it = g.find("weights");
+    if (w_it == g.end() || !w_it->is_object()) {
+      return refuse(source, where + ".weights is missing (only weight quantization is served)");
     }
-    if (w.value("type", std::string("int")) != "int") {
-      return refuse(source, fmt::format("{}.weights.type '{}' is not supported (int only)", where,
-                                        w.value("type", std::string())));
+    const json& w = *w_it;
+    const std::string wf = where + ".weights.";
+    PHOTON_ASSIGN_OR_RETURN(const int64_t bits, int_field(w, "num_bits", wf, 0, source));
+    if (bits != 8) {
+      return refuse(source,
+                    fmt::format("{}num_bits is {}; PhotonInfer serves 8-bit weights (no int4 packs)", wf, bits));
     }
-    if (!w.value("symmetric", true))
-      return refuse(source, where + ".weights is asymmetric (zero points); only symmetric is supported");
-    if (w.value("dynamic", false))
-      return refuse(source, where + ".weights.dynamic: weights must be quantized ahead of time");
-    if (w.contains("actorder") && !w["actorder"].is_null() && w["actorder"] != false) {
+    PHOTON_ASSIGN_OR_RETURN(const std::string type, string_field(w, "type", wf, "int", source));
+    if (type != "int") return refuse(source, fmt::format("{}type '{}' is not supported (int only)", wf, type));
+    PHOTON_ASSIGN_OR_RETURN(const bool symmetric, bool_field(w, "symmetric", wf, true, source));
+    if (!symmetric) return refuse(source, where + ".weights is asymmetric (zero points); only symmetric is supported");
+    PHOTON_ASSIGN_OR_RETURN(const bool dynamic, bool_field(w, "dynamic", wf, false, source));
+    if (dynamic) return refuse(source, where + ".weights.dynamic: weights must be quantized ahead of time");
+    if (const auto order = w.find("actorder"); order != w.end() && !order->is_null() && *order != false) {
       return refuse(source, where + ".weights.actorder (activation reordering) is not supported");
     }
-    const std::string strategy = w.value("strategy", std::string());
+    PHOTON_ASSIGN_OR_RETURN(const std::string strategy, string_field(w, "strategy", wf, "", source));
     if (strategy == "group") {
-      const int64_t gs = w.value("group_size", int64_t{0});
-      if (gs <= 0 || gs % 16 != 0) {
-        return refuse(source, fmt::format("{}.weights.group_size must be a positive multiple of 16, not {}", where,
-                                          w.value("group_size", json()).dump()));
+      PHOTON_ASSIGN_OR_RETURN(const int64_t gs, int_field(w, "group_size", wf, 0, source));
+      if (gs <= 0 || gs % 16 != 0 || gs > (int64_t{1} << 30)) {
+        return refuse(source, fmt::format("{}group_size must be a positive multiple of 16, not {}", wf, gs));
       }
       group.scheme.group_size = gs;
     } else if (strategy != "channel") {
-      return refuse(source,
-                    fmt::format("{}.weights.strategy '{}' is not supported (channel or group)", where, strategy));
+      return refuse(source, fmt::format("{}strategy '{}' is not supported (channel or group)", wf, strategy));
     }
-    if (g.contains("output_activations") && !g["output_activations"].is_null()) {
+    if (const auto out = g.find("output_activations"); out != g.end() && !out->is_null()) {
       return refuse(source, where + ".output_activations is not supported");
     }
-    if (g.contains("input_activations") && !g["input_activations"].is_null()) {
-      const json& a = g["input_activations"];
-      if (!a.is_object() || !a.value("dynamic", false)) {
+    if (const auto in = g.find("input_activations"); in != g.end() && !in->is_null()) {
+      bool dynamic_activations = false;
+      if (in->is_object()) {
+        PHOTON_ASSIGN_OR_RETURN(dynamic_activations,
+                                bool_field(*in, "dynamic", where + ".input_activations.", false, source));
+      }
+      if (!dynamic_activations) {
         return refuse(source, where +
                                   ".input_activations has static scales, which are not supported (dynamic "
                                   "per-token activation quantization is served as W8A16)");
       }
       q.activations_dropped = true;
     }
-    PHOTON_ASSIGN_OR_RETURN(group.scheme.storage, storage_of(g.value("format", top_format), source));
+    PHOTON_ASSIGN_OR_RETURN(const std::string format, string_field(g, "format", where + ".", top_format, source));
+    PHOTON_ASSIGN_OR_RETURN(group.scheme.storage, storage_of(format, source));
     q.groups.push_back(std::move(group));
   }
   return q;
