@@ -683,6 +683,13 @@ std::vector<float> engine_prompt_logprobs(EngineConfig c, const std::vector<int3
   return out;
 }
 
+double mean_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::abs(double{a[i]} - b[i]);
+  return sum / static_cast<double>(a.size());
+}
+
 }  // namespace
 
 TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16's error", "[cuda]") {
@@ -700,10 +707,7 @@ TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16
       const auto cpu = engine_prompt_logprobs(c, prompt);
       c.device = "cuda";
       const auto gpu = engine_prompt_logprobs(c, prompt);
-      REQUIRE(gpu.size() == cpu.size());
-      double sum = 0;
-      for (size_t i = 0; i < cpu.size(); ++i) sum += std::abs(double{gpu[i]} - cpu[i]);
-      const double mean = sum / static_cast<double>(cpu.size());
+      const double mean = mean_abs_diff(gpu, cpu);
       WARN(name << " int8 group " << group << ": mean |delta logprob| CUDA vs CPU = " << mean);
       CHECK(mean < 0.05);  // the bf16-vs-float32 bound of the test above
     }
@@ -728,10 +732,7 @@ TEST_CASE("an int8 checkpoint served on the GPU tracks the CPU serving it", "[cu
   const auto cpu = engine_prompt_logprobs(c, prompt);
   c.device = "cuda";
   const auto gpu = engine_prompt_logprobs(c, prompt);
-  REQUIRE(gpu.size() == cpu.size());
-  double sum = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) sum += std::abs(double{gpu[i]} - cpu[i]);
-  CHECK(sum / static_cast<double>(cpu.size()) < 0.05);
+  CHECK(mean_abs_diff(gpu, cpu) < 0.05);
   std::filesystem::remove_all(out);
 }
 

@@ -84,8 +84,8 @@ Status quantize_checkpoint(const QuantizeOptions& o) {
       R"(model\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)\.weight)");
   const bool lm_head = o.quantize_lm_head && !config.tie_word_embeddings;
   std::vector<SafetensorsTensor> tensors;
-  std::vector<std::vector<unsigned char>> owned;  // the bytes written that are not the checkpoint's own
-  owned.reserve(ckpt.names().size() * 3);
+  // The bytes written that are not the checkpoint's own (each inner buffer stays put as the list grows).
+  std::vector<std::vector<unsigned char>> owned;
   const std::vector<std::string> names = ckpt.names();
   uint64_t done = 0;
   for (const std::string& name : names) {
@@ -122,7 +122,11 @@ Status quantize_checkpoint(const QuantizeOptions& o) {
   PHOTON_RETURN_IF_ERROR(
       write_safetensors((fs::path(o.out) / "model.safetensors").string(), tensors, {{"format", "pt"}}));
   config_json["quantization_config"] = quantization_config(o.group_size, lm_head);
-  std::ofstream(fs::path(o.out) / "config.json") << config_json.dump(2) << "\n";
+  const fs::path config_path = fs::path(o.out) / "config.json";
+  std::ofstream config_out(config_path);
+  config_out << config_json.dump(2) << "\n";
+  config_out.close();
+  if (!config_out) return Status(StatusCode::kIoError, fmt::format("cannot write '{}'", config_path.string()));
   // Everything else a model folder holds (tokenizer, generation config, chat template) comes along.
   for (const auto& entry : fs::directory_iterator(o.model)) {
     const std::string file = entry.path().filename().string();
@@ -133,9 +137,6 @@ Status quantize_checkpoint(const QuantizeOptions& o) {
     fs::copy_file(entry.path(), fs::path(o.out) / file, fs::copy_options::overwrite_existing, ec);
     if (ec)
       return Status(StatusCode::kIoError, fmt::format("cannot copy '{}': {}", entry.path().string(), ec.message()));
-  }
-  if (!fs::exists(fs::path(o.out) / "config.json")) {
-    return Status(StatusCode::kIoError, fmt::format("cannot write '{}'", (fs::path(o.out) / "config.json").string()));
   }
   return Status::ok();
 }
