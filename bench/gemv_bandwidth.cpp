@@ -1,11 +1,12 @@
-// Streaming speed of the decode matmul kernels (cuda::gemv, cuda::gemv_swiglu, and their int8 forms with scales per
-// group of 128) at the projection shapes of the
-// models photon bench runs, against the read bandwidth a kernel could reach. Each shape cycles through enough
+// Streaming speed of the decode matmul kernels (cuda::gemv, cuda::gemv_swiglu, their int8 forms with scales per
+// group of 128, and the tensor-core int8 kernel cuda::w8a16_mma) at the projection shapes of the models photon bench
+// runs, against the read bandwidth a kernel could reach. Each shape cycles through enough
 // weight copies (>= 512 MiB) that no launch finds its weights in the L2 cache; launches run back to back in a CUDA
 // graph, as decode steps replay them. Prints one JSON line per shape:
-// {"model", "matrix", "weights", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read (int8:
-// values and scales) and weights is "bf16" or "int8".
-// Usage: photon_gemv_bandwidth [M ...]   (activation rows; default 1)
+// {"model", "matrix", "weights", "kernel", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read
+// (int8: values and scales), weights is "bf16" or "int8" and kernel "gemv" (SIMT) or "mma" (tensor cores, int8).
+// Usage: photon_gemv_bandwidth [M ...] [--only TEXT]   (activation rows, 1..16, default 1; the SIMT kernels stop at
+// 8; --only keeps the rows whose "model matrix weights kernel", e.g. "llama-3.2-1b o int8 mma", contains TEXT)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -48,11 +49,18 @@ constexpr Shape kShapes[] = {
 
 int main(int argc, char** argv) {
   std::vector<int> ms;
-  for (int i = 1; i < argc; ++i) ms.push_back(std::atoi(argv[i]));
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      ms.push_back(std::atoi(argv[i]));
+    }
+  }
   if (ms.empty()) ms.push_back(1);
   for (int m : ms) {
-    if (!photon::cuda::gemv_supported(m, 8, 8)) {
-      std::fprintf(stderr, "M = %d is outside the GEMV kernel's range (1..8)\n", m);
+    if (!photon::cuda::w8a16_mma_supported(m, 64, 64, 64)) {
+      std::fprintf(stderr, "M = %d is outside the kernels' range (1..16)\n", m);
       return 1;
     }
   }
@@ -60,13 +68,18 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamCreate(&stream));
   void* x = nullptr;
   void* out = nullptr;
-  CHECK_CUDA(cudaMalloc(&x, size_t{8} * 16384 * 2));
-  CHECK_CUDA(cudaMalloc(&out, size_t{8} * 131072 * 4));
-  CHECK_CUDA(cudaMemset(x, 0x3c, size_t{8} * 16384 * 2));
+  CHECK_CUDA(cudaMalloc(&x, size_t{16} * 16384 * 2));
+  CHECK_CUDA(cudaMalloc(&out, size_t{16} * 131072 * 4));
+  CHECK_CUDA(cudaMemset(x, 0x3c, size_t{16} * 16384 * 2));
   constexpr int kGroup = 128;
   for (int m : ms) {
-    for (const bool int8 : {false, true})
+    for (const int variant : {0, 1, 2})  // bf16 GEMV, int8 GEMV, int8 tensor-core kernel
       for (const Shape& s : kShapes) {
+        const bool int8 = variant > 0, mma = variant == 2;
+        if (!mma && !photon::cuda::gemv_supported(m, s.k, s.k)) continue;
+        const std::string label = std::string(s.model) + " " + s.matrix + (int8 ? " int8" : " bf16") +
+                                  (mma ? " mma" : " gemv");
+        if (label.find(only) == std::string::npos) continue;
         const size_t rows = size_t{1} * s.rows * (s.swiglu ? 2 : 1);
         const int groups = (s.k + kGroup - 1) / kGroup;
         const size_t value_bytes = rows * s.k * (int8 ? 1 : 2);
@@ -85,7 +98,11 @@ int main(int argc, char** argv) {
             const auto* base = static_cast<const char*>(weights[static_cast<size_t>(i % copies)]);
             const photon::cuda::Int8Weights q{reinterpret_cast<const int8_t*>(base),
                                               reinterpret_cast<const float*>(base + value_bytes), groups, kGroup};
-            if (int8 && s.swiglu) {
+            if (mma && s.swiglu) {
+              photon::cuda::w8a16_mma_swiglu(xs, m, s.k, q, s.rows, s.k, static_cast<uint16_t*>(out), stream);
+            } else if (mma) {
+              photon::cuda::w8a16_mma(xs, m, s.k, q, s.rows, s.k, out, false, stream);
+            } else if (int8 && s.swiglu) {
               photon::cuda::gemv_swiglu_int8(xs, m, s.k, q, s.rows, s.k, static_cast<uint16_t*>(out), stream);
             } else if (int8) {
               photon::cuda::gemv_int8(xs, m, s.k, q, s.rows, s.k, out, false, stream);
@@ -115,9 +132,9 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
         const double us = 1e3 * ms_total / (kReplays * kLaunches);
         std::printf(
-            "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"m\": %d, \"rows\": %d, \"k\": %d, "
-            "\"us\": %.2f, \"gb_per_s\": %.1f}\n",
-            s.model, s.matrix, int8 ? "int8" : "bf16", m, s.rows * (s.swiglu ? 2 : 1), s.k, us,
+            "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"kernel\": \"%s\", \"m\": %d, "
+            "\"rows\": %d, \"k\": %d, \"us\": %.2f, \"gb_per_s\": %.1f}\n",
+            s.model, s.matrix, int8 ? "int8" : "bf16", mma ? "mma" : "gemv", m, s.rows * (s.swiglu ? 2 : 1), s.k, us,
             static_cast<double>(bytes) / us / 1e3);
         cudaGraphExecDestroy(exec);
         cudaGraphDestroy(graph);

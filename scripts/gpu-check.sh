@@ -159,17 +159,19 @@ hbm=$(tail -1 "$results" | python3 -c "import json,sys; print(json.load(sys.stdi
 note "HBM copy bandwidth (read + write): $hbm GB/s"
 # The decode matmul kernels alone, at the models' projection shapes (weights read per second).
 if [ -z "$filter" ] || grep -qE "$filter" <<<"gemv"; then
-  "$build/bin/photon_gemv_bandwidth" 1 4 8 >"$out/gemv.jsonl" 2>&1
+  "$build/bin/photon_gemv_bandwidth" 1 4 8 16 >"$out/gemv.jsonl" 2>&1
   python3 - "$out/gemv.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print("| GEMV (weights streamed) | M=" + " | M=".join(str(m) for m in sorted({r["m"] for r in rows})) + " |")
-print("| --- |" + " --- |" * len({r["m"] for r in rows}))
+ms = sorted({r["m"] for r in rows})
+print("| GEMV (weights streamed) | M=" + " | M=".join(str(m) for m in ms) + " |")
+print("| --- |" + " --- |" * len(ms))
 def key_of(r):
-    return (r["model"], r["matrix"], r.get("weights", "bf16"), r["rows"], r["k"])
+    return (r["model"], r["matrix"], r.get("weights", "bf16"), r.get("kernel", "gemv"), r["rows"], r["k"])
 for key in dict.fromkeys(key_of(r) for r in rows):
-    cells = [f'{r["us"]:.1f} us, {r["gb_per_s"]:.0f} GB/s' for r in rows if key_of(r) == key]
-    print(f"| {key[0]} {key[1]} {key[2]} {key[3]}x{key[4]} | " + " | ".join(cells) + " |")
+    by_m = {r["m"]: r for r in rows if key_of(r) == key}
+    cells = [f'{by_m[m]["us"]:.1f} us, {by_m[m]["gb_per_s"]:.0f} GB/s' if m in by_m else "-" for m in ms]
+    print(f"| {key[0]} {key[1]} {key[2]} {key[3]} {key[4]}x{key[5]} | " + " | ".join(cells) + " |")
 PY
 fi
 
@@ -232,6 +234,13 @@ bench llama1b-b1-int8-lmhead 120 --model dummy:llama-3.2-1b --num-prompts 1 --in
   --quantization int8 --quantize-lm-head
 bench qwen06b-b1-int8 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
 bench llama8b-b1-int8 180 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
+# Small batches (4 and 16 requests in flight: decode steps of 4 and 16 rows), bf16 and int8.
+bench llama1b-4x128 120 --model dummy:llama-3.2-1b --num-prompts 4 --input-len 128 --output-len 256
+bench llama1b-4x128-int8 120 --model dummy:llama-3.2-1b --num-prompts 4 --input-len 128 --output-len 256 \
+  --quantization int8
+bench llama1b-16x128 120 --model dummy:llama-3.2-1b --num-prompts 16 --input-len 128 --output-len 256
+bench llama1b-16x128-int8 120 --model dummy:llama-3.2-1b --num-prompts 16 --input-len 128 --output-len 256 \
+  --quantization int8
 bench llama1b-1024x128-int8 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --quantization int8
 bench llama1b-256x2048-int8 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128 \

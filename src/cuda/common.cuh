@@ -67,12 +67,14 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 // wait<N> returns when at most N groups are still in flight.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid = true) {
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  // The clobber keeps earlier reads of the slot being refilled before the copy.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");  // later reads of the copied data stay after it
 }
 
 }  // namespace photon::cuda

@@ -136,11 +136,7 @@ class CudaBackend final : public Backend {
   void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) override {
     const int64_t m = x.size(0), k = x.size(1), inter = out.size(1);
     if (m == 0) return;
-    if (w.quantized() && cuda::gemv_int8_supported(to_int(m), to_int(k), x.stride(0), to_int(w.group_size))) {
-      cuda::gemv_swiglu_int8(bf16(x), to_int(m), x.stride(0), int8(w), to_int(inter), to_int(k), bf16_mut(out),
-                             stream_);
-      return;
-    }
+    if (w.quantized() && int8_skinny(x, w, inter, out.raw(), false, true)) return;
     if (!w.quantized() && cuda::gemv_supported(to_int(m), to_int(k), x.stride(0))) {
       cuda::gemv_swiglu(bf16(x), to_int(m), x.stride(0), bf16(w.values), to_int(inter), to_int(k), bf16_mut(out),
                         stream_);
@@ -325,17 +321,38 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for up to 8 rows (decode), cuBLASLt above (int8 weights
-  // widened to bf16 first).
+  // x[M, K] times int8 weights for decode-sized M: the tensor-core W8A16 kernel for 2 to 16 rows where its shape
+  // rules allow, else the SIMT GEMV (up to 8 rows; at one row it streams as fast as the tensor-core kernel or faster,
+  // docs/performance.md); out is [M, n] (for SwiGLU, n = the intermediate size). False when neither applies: the
+  // caller widens the weights for cuBLASLt.
+  bool int8_skinny(const Tensor& x, const Weight& w, int64_t n, void* out, bool out_f32, bool swiglu) {
+    const int m = to_int(x.size(0)), k = to_int(x.size(1)), group = to_int(w.group_size);
+    const int64_t ldx = x.stride(0);
+    if (m >= 2 && cuda::w8a16_mma_supported(m, k, ldx, group)) {
+      if (swiglu) {
+        cuda::w8a16_mma_swiglu(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
+      } else {
+        cuda::w8a16_mma(bf16(x), m, ldx, int8(w), to_int(n), k, out, out_f32, stream_);
+      }
+      return true;
+    }
+    if (!cuda::gemv_int8_supported(m, k, ldx, group)) return false;
+    if (swiglu) {
+      cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
+    } else {
+      cuda::gemv_int8(bf16(x), m, ldx, int8(w), to_int(n), k, out, out_f32, stream_);
+    }
+    return true;
+  }
+
+  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for decode-sized M (int8_skinny for int8 weights), cuBLASLt
+  // above (int8 weights widened to bf16 first).
   Status gemm(const Tensor& x, const Weight& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.rows(), ldx = x.stride(0);
     if (m == 0) return Status::ok();
     const bool out_f32 = out.dtype() == DType::kF32;
     if (w.quantized()) {
-      if (cuda::gemv_int8_supported(to_int(m), to_int(k), ldx, to_int(w.group_size))) {
-        cuda::gemv_int8(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32, stream_);
-        return Status::ok();
-      }
+      if (int8_skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
       auto* wide = bf16_mut(dequantized_);
       cuda::dequantize_int8(int8(w), n, k, wide, stream_);
       return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);

@@ -73,6 +73,14 @@ void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int 
                cudaStream_t s);
 void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s);
+/// Whether w8a16_mma handles this shape: 1 to 16 rows, K and the group multiples of 64, the row stride of 8.
+bool w8a16_mma_supported(int m, int k, int64_t ldx, int group);
+/// gemv_int8 and gemv_swiglu_int8 on the tensor cores (w8a16_mma.cu): the same sums (each 64-column step's f32
+/// partial scaled by its group's scale) for up to 16 activation rows, at a cost per weight that does not grow with M.
+void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+               cudaStream_t s);
+void w8a16_mma_swiglu(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
+                      cudaStream_t s);
 /// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =
 /// max |w| / 127 per group, round-half-even of w / scale).
 void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales, cudaStream_t s);
