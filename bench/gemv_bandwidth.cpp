@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
       for (const Shape& s : kShapes) {
         const bool int8 = variant > 0, mma = variant == 2;
         if (!mma && !photon::cuda::gemv_supported(m, s.k, s.k)) continue;
-        const std::string label = std::string(s.model) + " " + s.matrix + (int8 ? " int8" : " bf16") +
-                                  (mma ? " mma" : " gemv");
+        const std::string label =
+            std::string(s.model) + " " + s.matrix + (int8 ? " int8" : " bf16") + (mma ? " mma" : " gemv");
         if (label.find(only) == std::string::npos) continue;
         const size_t rows = size_t{1} * s.rows * (s.swiglu ? 2 : 1);
         const int groups = (s.k + kGroup - 1) / kGroup;

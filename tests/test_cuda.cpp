@@ -154,8 +154,8 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   std::mt19937 rng(23);
   // 2 to 16 rows with k and the group multiples of 64 take the tensor-core kernel (one, two or four tiles per block
   // by the matrix's size; rows 8..15 when m > 8), one row and other shapes of up to 8 rows the SIMT GEMV, larger M
-  // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group, and
-  // output counts that are not multiples of the 8-row tiles.
+  // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group,
+  // and output counts that are not multiples of the 8-row tiles.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
                                 {3, 1024, 77, 128},
                                 {8, 2048, 333, 64},

@@ -68,8 +68,7 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid = true) {
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   // The clobber keeps earlier reads of the slot being refilled before the copy.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>

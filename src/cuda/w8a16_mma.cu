@@ -34,8 +34,8 @@
 namespace photon::cuda {
 namespace {
 
-constexpr int kStep = 64;    // k columns per warp step: 4 lanes x 16 bytes
-constexpr int kStages = 4;   // cp.async ring depth per warp
+constexpr int kStep = 64;     // k columns per warp step: 4 lanes x 16 bytes
+constexpr int kStages = 4;    // cp.async ring depth per warp
 constexpr int kMaxTiles = 4;  // 8-row weight tiles per block
 
 // The 16 int8 weights of one 16-byte load as 8 fp16 pairs (pair p holds the weights 2p and 2p + 1), exactly:
@@ -64,8 +64,8 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
 }
 
 // d = a * b + d for one m16n8k16 tile (fp16 operands, f32 accumulators).
-__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                        uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
@@ -188,7 +188,8 @@ __global__ void __launch_bounds__(32 * kWarps)
       widen16(ring[warp][it % kStages][i][lane], b);
       float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int q = 0; q < 4; ++q) mma_f16(d, al[2 * q], ah[2 * q], al[2 * q + 1], ah[2 * q + 1], b[2 * q], b[2 * q + 1]);
+      for (int q = 0; q < 4; ++q)
+        mma_f16(d, al[2 * q], ah[2 * q], al[2 * q + 1], ah[2 * q + 1], b[2 * q], b[2 * q + 1]);
       acc[i][0] = fmaf(d[0], sc[i][0], acc[i][0]);
       acc[i][1] = fmaf(d[1], sc[i][1], acc[i][1]);
       if constexpr (kUpper) {
