@@ -4,8 +4,14 @@
 //   bf16 and int8 GEMV (batch-1 matmul)  -> weight bytes streamed per second (int8: values and scales)
 //   dummy:llama-3.2-1b decode, batch 1   -> tokens/s, and weight bytes per token / bandwidth as the roofline
 //                                           (bf16, and int8 projections in groups of 128)
+//   f32 multiply-adds on every thread    -> this machine's f32 FMA peak on the active kernel path (FLOP/s)
+//   bf16 GEMM at prompt shapes           -> FLOP/s of cpu::matmul for 512 tokens, against that peak
+// Every figure is for cpu::active_isa() (PHOTON_CPU_ISA=avx2 or portable tries a lower path).
 // Run: build/bin/photon_bench_cpu [--benchmark_filter=...], or scripts/cpu-bench.sh for the roofline summary.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <omp.h>
 
 #include <cstring>
 #include <memory>
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/kernels.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
@@ -63,6 +70,85 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kCopyBytes));
 }
 BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Independent chains of vector multiply-adds, enough to cover the FMA latency on two ports: FLOP per call =
+// 2 * lanes * kChains * iterations.
+constexpr int kChains = 12;
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  alignas(64) float lanes[16];
+  float sum = 0.0f;
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  alignas(32) float lanes[8];
+  float sum = 0.0f;
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+float fma_chains_portable(int64_t iterations) {
+  float acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = static_cast<float>(c);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (float& v : acc) v = v * 0.999f + 0.001f;
+  float sum = 0.0f;
+  for (float v : acc) sum += v;
+  return sum;
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const cpu::Isa isa = cpu::active_isa();
+  const int lanes = isa == cpu::Isa::kAvx512 ? 16 : isa == cpu::Isa::kAvx2 ? 8 : 1;
+  constexpr int64_t kIterations = int64_t{1} << 24;
+  int threads = 1;
+  for (auto _ : state) {
+    float total = 0.0f;
+#pragma omp parallel reduction(+ : total)
+    {
+#pragma omp single
+      threads = omp_get_num_threads();
+      total += isa == cpu::Isa::kAvx512 ? fma_chains_avx512(kIterations)
+               : isa == cpu::Isa::kAvx2 ? fma_chains_avx2(kIterations)
+                                        : fma_chains_portable(kIterations);
+    }
+    benchmark::DoNotOptimize(total);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * lanes * kChains * kIterations * threads);
+  state.SetLabel(std::string(cpu::isa_name(isa)));
+}
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A prompt's projections: 512 tokens against a [n, k] bf16 weight (items = FLOP).
+void BM_MatmulBf16Gemm(benchmark::State& state) {
+  const int64_t m = 512, n = state.range(0), k = state.range(1);
+  std::vector<uint16_t> w(static_cast<size_t>(n * k));
+  std::mt19937 rng(2);
+  for (auto& v : w) v = f32_to_bf16(static_cast<float>(rng() % 1000) / 1000.0f - 0.5f);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), out(static_cast<size_t>(m * n));
+  for (auto _ : state) {
+    cpu::matmul(x.data(), m, k, k, w.data(), DType::kBF16, n, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * m * n * k);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())));
+}
+BENCHMARK(BM_MatmulBf16Gemm)->Args({2048, 2048})->Args({16384, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MatmulBf16Gemv(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1);

@@ -1,12 +1,14 @@
 // Each CPU kernel against a naive double-precision reference on fresh random inputs.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
+#include <catch2/generators/catch_generators_range.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
+#include "cpu/isa.hpp"
 #include "cpu/kernels.hpp"
 #include "reference.hpp"
 
@@ -15,6 +17,15 @@ using photon::test::max_violation;
 using photon::test::random_floats;
 
 namespace {
+
+// Every matmul path this CPU can run, lowest first (each is compared with the double reference).
+std::vector<cpu::Isa> available_isas() {
+  std::vector<cpu::Isa> isas;
+  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    if (isa <= cpu::detected_isa()) isas.push_back(isa);
+  }
+  return isas;
+}
 
 // Rounds f32 values to `dtype` and back, so the reference sees exactly the weights the kernel sees.
 std::vector<char> encode(const std::vector<float>& v, DType dtype, std::vector<float>& rounded) {
@@ -27,11 +38,25 @@ std::vector<char> encode(const std::vector<float>& v, DType dtype, std::vector<f
 
 }  // namespace
 
-TEST_CASE("matmul matches a double reference for every weight dtype and odd sizes") {
+TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
+  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    CHECK(cpu::parse_isa(cpu::isa_name(isa)) == isa);
+  }
+  CHECK(!cpu::parse_isa("avx").has_value());
+  CHECK(!cpu::parse_isa("").has_value());
+  CHECK(cpu::active_isa() <= cpu::detected_isa());
+  cpu::set_isa_cap(cpu::Isa::kPortable);
+  CHECK(cpu::active_isa() == cpu::Isa::kPortable);
+  cpu::set_isa_cap(cpu::Isa::kAvx512);  // a cap above the CPU's path changes nothing
+  CHECK(cpu::active_isa() <= cpu::detected_isa());
+  cpu::set_isa_cap(std::nullopt);
+}
+
+TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes and every path") {
   const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
-  const bool portable = GENERATE(false, true);
-  std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + portable));
-  cpu::set_force_portable(portable);
+  const auto isa = GENERATE(from_range(available_isas()));
+  std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + static_cast<int>(isa)));
+  cpu::set_isa_cap(isa);
   for (auto [m, k, n] : {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
@@ -46,26 +71,27 @@ TEST_CASE("matmul matches a double reference for every weight dtype and odd size
           acc += static_cast<double>(x[static_cast<size_t>(i * k + kk)]) * w_rounded[static_cast<size_t>(j * k + kk)];
         ref[static_cast<size_t>(i * n + j)] = acc;
       }
-    INFO("m=" << m << " k=" << k << " n=" << n << " dtype=" << dtype_name(dtype) << " portable=" << portable);
+    INFO("m=" << m << " k=" << k << " n=" << n << " dtype=" << dtype_name(dtype) << " path=" << cpu::isa_name(isa));
     CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
   }
-  cpu::set_force_portable(false);
+  cpu::set_isa_cap(std::nullopt);
 }
 
 TEST_CASE(
     "int8 quantization rounds each group to its own scale, and matmul_int8 is the matmul over the dequantized "
     "weights") {
-  const bool portable = GENERATE(false, true);
-  cpu::set_force_portable(portable);
-  std::mt19937 rng(portable ? 5 : 6);
+  const auto isa = GENERATE(from_range(available_isas()));
+  cpu::set_isa_cap(isa);
+  std::mt19937 rng(5 + static_cast<unsigned>(isa));
   // k not a multiple of the group (a shorter last group), k below one group, and a whole-row group (channel).
   for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32},
                                 {3, 200, 9, 64},
                                 {1, 48, 13, 128},
                                 {6, 256, 33, 128},
                                 {70, 96, 5, 32},
-                                {2, 80, 7, 80}}) {
-    INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " portable=" << portable);
+                                {2, 80, 7, 80},
+                                {5, 52, 6, 52}}) {
+    INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " path=" << cpu::isa_name(isa));
     std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
     for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0
     const int64_t groups = (k + group - 1) / group;
@@ -103,7 +129,7 @@ TEST_CASE(
       }
     CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
   }
-  cpu::set_force_portable(false);
+  cpu::set_isa_cap(std::nullopt);
 }
 
 TEST_CASE("matmul reads x rows with a stride") {

@@ -1,5 +1,5 @@
 // CPU kernels on raw pointers: f32 activations, f32 accumulation, weights in f32, f16 or bf16. OpenMP spreads the
-// work over cores; AVX-512 paths are chosen at run time where the CPU has them. CpuBackend adapts these to the
+// work over cores; the matmuls take AVX-512 or AVX2 paths where the CPU has them (cpu/isa.hpp). CpuBackend adapts these to the
 // Backend interface; tests call them directly against double-precision references.
 #pragma once
 
@@ -11,11 +11,6 @@
 #include "core/dtype.hpp"
 
 namespace photon::cpu {
-
-/// True when the running CPU has AVX-512 F and BW (the vector paths); false selects portable loops.
-bool has_avx512();
-/// Forces the portable paths (for tests that compare both).
-void set_force_portable(bool force);
 
 /// Widens n elements of `src` (f32, f16 or bf16) to f32.
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);

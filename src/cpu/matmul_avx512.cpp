@@ -1,0 +1,242 @@
+// The AVX-512 matmul path (F, BW and VL; cpu::active_isa() decides when it runs). Decode is memory-bound (every
+// weight byte is read once per token), so each weight row streams exactly once per block of tokens: a register tile
+// of MT tokens x NT weight rows, with weights widened to f32 in registers (bf16 -> f32 is a 16-bit shift, so the
+// products are exact and match a float32 reference). Int8 weights are widened and multiplied by their group's scale
+// in registers (for one token, each group's sum is scaled instead). Every function here is compiled for AVX-512 by
+// its target attribute and reached only through the two entry points at the end. GCC 12 reports false
+// "uninitialized" warnings inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "cpu/matmul_paths.hpp"
+
+namespace photon::cpu::detail {
+namespace {
+
+#define PHOTON_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+
+enum WeightKind { kWF32, kWF16, kWBF16 };
+
+template <int WK>
+PHOTON_AVX512 inline __m512 load_w(const void* base, int64_t i) {
+  if constexpr (WK == kWF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  } else if constexpr (WK == kWF16) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+  } else {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+  }
+}
+
+template <int WK>
+PHOTON_AVX512 inline __m512 load_w_masked(const void* base, int64_t i, __mmask16 mask) {
+  if constexpr (WK == kWF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(base) + i);
+  } else if constexpr (WK == kWF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i));
+  } else {
+    const __m256i v = _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(base) + i);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+  }
+}
+
+// out[r, j0 + c] for r < MT, c < NT.
+template <int WK, int MT, int NT>
+PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0,
+                               float* out, int64_t ldo) {
+  __m512 acc[MT][NT];
+  const void* rows[NT];
+  for (int c = 0; c < NT; ++c) rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 wv[NT];
+    for (int c = 0; c < NT; ++c) wv[c] = load_w<WK>(rows[c], kk);
+    for (int r = 0; r < MT; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x + r * ldx + kk);
+      for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+    }
+  }
+  if (kk < k) {
+    const auto mask = static_cast<__mmask16>((1u << (k - kk)) - 1u);
+    __m512 wv[NT];
+    for (int c = 0; c < NT; ++c) wv[c] = load_w_masked<WK>(rows[c], kk, mask);
+    for (int r = 0; r < MT; ++r) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * ldx + kk);
+      for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+// All rows of one token block against weight rows [j_begin, j_end).
+template <int WK, int MT, int NT>
+PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k,
+                              int64_t j_begin, int64_t j_end, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + MT <= m; i += MT) {
+    int64_t j = j_begin;
+    for (; j + NT <= j_end; j += NT) tile<WK, MT, NT>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+    for (; j < j_end; ++j) tile<WK, MT, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+  }
+  for (; i < m; ++i) {
+    int64_t j = j_begin;
+    for (; j + 8 <= j_end; j += 8) tile<WK, 1, 8>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+    for (; j < j_end; ++j) tile<WK, 1, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+  }
+}
+
+// Int8 weights: 16 values widened to f32 and scaled by `scale` (a group never splits a vector of 16: groups are
+// multiples of 16 columns, or the whole row).
+PHOTON_AVX512 inline __m512 widen_i8(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+PHOTON_AVX512 inline __m512 widen_i8_masked(const int8_t* p, __mmask16 mask) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
+}
+PHOTON_AVX512 inline __m512 load_i8(const int8_t* p, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))),
+                       scale);
+}
+PHOTON_AVX512 inline __m512 load_i8_masked(const int8_t* p, __mmask16 mask, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p))), scale);
+}
+
+// Decode (one token): each group's products summed unscaled, then scaled once into the total (the sums differ from
+// the dequantized weights' in rounding only). Eight rows stream at once, which the hardware prefetcher follows
+// poorly at a byte per weight, so each 64 bytes of a row also prefetch the same bytes of the next tile's row.
+template <int NT>
+PHOTON_AVX512 inline void row_i8(const float* x, const int8_t* w, const float* scales, int64_t group, int64_t groups,
+                                 int64_t k, int64_t j0, float* out) {
+  __m512 acc[NT];
+  for (int c = 0; c < NT; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t g = 0, g0 = 0; g0 < k; ++g, g0 += group) {
+    const int64_t g_end = g0 + group < k ? g0 + group : k;
+    __m512 part[NT];
+    for (int c = 0; c < NT; ++c) part[c] = _mm512_setzero_ps();
+    int64_t kk = g0;
+    for (; kk + 16 <= g_end; kk += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + kk);
+      if ((kk & 63) == 0) {
+        for (int c = 0; c < NT; ++c)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (j0 + NT + c) * k + kk), _MM_HINT_T0);
+      }
+      for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8(w + (j0 + c) * k + kk), part[c]);
+    }
+    if (kk < g_end) {
+      const auto mask = static_cast<__mmask16>((1u << (g_end - kk)) - 1u);
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + kk);
+      for (int c = 0; c < NT; ++c) part[c] = _mm512_fmadd_ps(xv, widen_i8_masked(w + (j0 + c) * k + kk, mask), part[c]);
+    }
+    for (int c = 0; c < NT; ++c)
+      acc[c] = _mm512_fmadd_ps(part[c], _mm512_set1_ps(scales[(j0 + c) * groups + g]), acc[c]);
+  }
+  for (int c = 0; c < NT; ++c) out[j0 + c] = _mm512_reduce_add_ps(acc[c]);
+}
+
+// out[r, j0 + c] for r < MT, c < NT, int8 weights: the same sums in the same order as tile<kWF32> over the
+// dequantized weights, group by group.
+template <int MT, int NT>
+PHOTON_AVX512 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, const float* scales, int64_t group,
+                                  int64_t groups, int64_t k, int64_t j0, float* out, int64_t ldo) {
+  __m512 acc[MT][NT];
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t g = 0, g0 = 0; g0 < k; ++g, g0 += group) {
+    const int64_t g_end = g0 + group < k ? g0 + group : k;
+    __m512 scale[NT];
+    for (int c = 0; c < NT; ++c) scale[c] = _mm512_set1_ps(scales[(j0 + c) * groups + g]);
+    int64_t kk = g0;
+    for (; kk + 16 <= g_end; kk += 16) {
+      __m512 wv[NT];
+      for (int c = 0; c < NT; ++c) wv[c] = load_i8(w + (j0 + c) * k + kk, scale[c]);
+      for (int r = 0; r < MT; ++r) {
+        const __m512 xv = _mm512_loadu_ps(x + r * ldx + kk);
+        for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+      }
+    }
+    if (kk < g_end) {
+      const auto mask = static_cast<__mmask16>((1u << (g_end - kk)) - 1u);
+      __m512 wv[NT];
+      for (int c = 0; c < NT; ++c) wv[c] = load_i8_masked(w + (j0 + c) * k + kk, mask, scale[c]);
+      for (int r = 0; r < MT; ++r) {
+        const __m512 xv = _mm512_maskz_loadu_ps(mask, x + r * ldx + kk);
+        for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < MT; ++r)
+    for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+PHOTON_AVX512 void int8_rows(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
+                             int64_t group, int64_t n, float* out) {
+  const int64_t groups = (k + group - 1) / group;
+  constexpr int64_t kRowChunk = 32;
+  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  for (int64_t i0 = 0; i0 < m; i0 += kTokenBlock) {
+    const int64_t mb = m - i0 < kTokenBlock ? m - i0 : kTokenBlock;
+    const float* xb = x + i0 * ldx;
+    float* ob = out + i0 * n;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j_begin = c * kRowChunk;
+      const int64_t j_end = j_begin + kRowChunk < n ? j_begin + kRowChunk : n;
+      int64_t i = 0;
+      for (; i + 4 <= mb; i += 4) {
+        int64_t j = j_begin;
+        for (; j + 4 <= j_end; j += 4) tile_i8<4, 4>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+        for (; j < j_end; ++j) tile_i8<4, 1>(xb + i * ldx, ldx, w, scales, group, groups, k, j, ob + i * n, n);
+      }
+      for (; i < mb; ++i) {
+        int64_t j = j_begin;
+        for (; j + 8 <= j_end; j += 8) row_i8<8>(xb + i * ldx, w, scales, group, groups, k, j, ob + i * n);
+        for (; j < j_end; ++j) row_i8<1>(xb + i * ldx, w, scales, group, groups, k, j, ob + i * n);
+      }
+    }
+  }
+}
+
+template <int WK>
+PHOTON_AVX512 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+  const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
+  const auto* wb = static_cast<const char*>(w);
+  // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
+  constexpr int64_t kRowChunk = 32;
+  const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  for (int64_t i0 = 0; i0 < m; i0 += kTokenBlock) {
+    const int64_t mb = m - i0 < kTokenBlock ? m - i0 : kTokenBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j_begin = c * kRowChunk;
+      const int64_t j_end = j_begin + kRowChunk < n ? j_begin + kRowChunk : n;
+      rows_block<WK, 4, 4>(x + i0 * ldx, mb, ldx, wb, w_row_bytes, k, j_begin, j_end, out + i0 * n, n);
+    }
+  }
+}
+
+}  // namespace
+
+PHOTON_AVX512 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n,
+                                 float* out) {
+  switch (wt) {
+    case DType::kF32:
+      return matmul_wk<kWF32>(x, m, k, ldx, w, n, out);
+    case DType::kF16:
+      return matmul_wk<kWF16>(x, m, k, ldx, w, n, out);
+    default:
+      return matmul_wk<kWBF16>(x, m, k, ldx, w, n, out);
+  }
+}
+
+PHOTON_AVX512 void matmul_int8_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w,
+                                      const float* scales, int64_t group, int64_t n, float* out) {
+  int8_rows(x, m, k, ldx, w, scales, group, n, out);
+}
+
+}  // namespace photon::cpu::detail
