@@ -181,6 +181,8 @@ assert r["device"].startswith("cpu"), r["device"]
 assert abs(r["output_tok_per_s"] * r["elapsed_s"] - 12) < 1e-6 * 12 + 1e-9, r  # exactly 3 x 4 tokens
 PY
 done
+# One output token (shorter than the warm-up's) fits the max_model_len the bench derives from the lengths.
+check "bench one output token" 0 "output tokens/s" -- "$photon" bench --model dummy:tiny-llama3 --device cpu --num-prompts 2 --input-len 8 --output-len 1
 check "bench missing flag" 2 "'--input-len' is required" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --output-len 1
 check "bench bad top-p" 2 "'--top-p' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --top-p 1.5
 check "bench bad penalty" 2 "'--presence-penalty' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --presence-penalty 3

@@ -85,8 +85,9 @@ Status run(Options o) {
   SamplingParams params = o.sampling;
   params.ignore_eos = true;
 
-  // Warm-up: a few short requests compile the GEMM plans of small batches and touch every buffer once.
-  params.max_tokens = 4;
+  // Warm-up: a few short requests compile the GEMM plans of small batches and touch every buffer once (no longer
+  // than the measured requests, which max_model_len may fit exactly).
+  params.max_tokens = static_cast<int32_t>(std::min<int64_t>(4, o.output_len));
   for (int i = 0; i < 4; ++i) {
     auto id = engine->submit(random_prompt(std::min<int64_t>(o.input_len, 32)), params);
     if (!id) return id.status();
