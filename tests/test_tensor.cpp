@@ -23,6 +23,21 @@ TEST_CASE("CPU allocator aligns to 64 bytes, tracks use and enforces its limit")
   CHECK(a.peak_bytes() == 100);
 }
 
+TEST_CASE("CPU allocations of 2 MiB and more are aligned to 2 MiB, usable and released") {
+  CpuAllocator a;
+  for (const size_t bytes : {CpuAllocator::kHugePage, CpuAllocator::kHugePage * 3 + 12345}) {
+    auto p = a.allocate(bytes);
+    REQUIRE(p.is_ok());
+    CHECK(reinterpret_cast<uintptr_t>(*p) % CpuAllocator::kHugePage == 0);
+    auto* bytes_at = static_cast<unsigned char*>(*p);
+    bytes_at[0] = 1;
+    bytes_at[bytes - 1] = 2;  // the whole range is writable
+    CHECK(bytes_at[0] + bytes_at[bytes - 1] == 3);
+    a.deallocate(*p, bytes);
+  }
+  CHECK(a.bytes_in_use() == 0);
+}
+
 TEST_CASE("tensors own or view memory and slice rows") {
   CpuAllocator a;
   auto t = Tensor::empty({3, 4}, DType::kF32, a);

@@ -59,11 +59,14 @@ class MemoryBudget {
   std::atomic<size_t> peak_{0};
 };
 
-/// Host memory, 64-byte aligned (one cache line, one AVX-512 register). An optional limit turns allocations past
+/// Host memory, 64-byte aligned (one cache line, one AVX-512 register); 2 MiB-aligned with transparent huge pages
+/// advised from 2 MiB up. An optional limit turns allocations past
 /// it into kOutOfMemory errors: the memory budget on the CPU backend, and a fault-injection hook in tests.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  /// Allocations of at least this size are aligned to it and advised to use transparent huge pages.
+  static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kNoLimit = ~size_t{0};
 
   explicit CpuAllocator(size_t limit_bytes = kNoLimit) : budget_(limit_bytes) {}
