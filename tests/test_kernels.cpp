@@ -52,12 +52,14 @@ TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
   cpu::set_isa_cap(std::nullopt);
 }
 
+// Sizes cover vector tails, every token tile (6, 4, 2 and 1 rows), and k past one 512-column block of the prompt GEMM.
 TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes and every path") {
   const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
   const auto isa = GENERATE(from_range(available_isas()));
   std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + static_cast<int>(isa)));
   cpu::set_isa_cap(isa);
-  for (auto [m, k, n] : {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}}) {
+  for (auto [m, k, n] :
+       {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}, {13, 1100, 11}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);

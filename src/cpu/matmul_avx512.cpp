@@ -43,17 +43,17 @@ PHOTON_AVX512 inline __m512 load_w_masked(const void* base, int64_t i, __mmask16
   }
 }
 
-// out[r, j0 + c] for r < MT, c < NT.
+// out[r, j0 + c] for r < MT, c < NT, over columns [k0, k1): stored, or added to what is there (a later block of k).
 template <int WK, int MT, int NT>
-PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k, int64_t j0,
-                               float* out, int64_t ldo) {
+PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k0, int64_t k1,
+                               int64_t j0, float* out, int64_t ldo, bool accumulate) {
   __m512 acc[MT][NT];
   const void* rows[NT];
   for (int c = 0; c < NT; ++c) rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
   for (int r = 0; r < MT; ++r)
     for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
-  int64_t kk = 0;
-  for (; kk + 16 <= k; kk += 16) {
+  int64_t kk = k0;
+  for (; kk + 16 <= k1; kk += 16) {
     __m512 wv[NT];
     for (int c = 0; c < NT; ++c) wv[c] = load_w<WK>(rows[c], kk);
     for (int r = 0; r < MT; ++r) {
@@ -61,8 +61,8 @@ PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_
       for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_fmadd_ps(xv, wv[c], acc[r][c]);
     }
   }
-  if (kk < k) {
-    const auto mask = static_cast<__mmask16>((1u << (k - kk)) - 1u);
+  if (kk < k1) {
+    const auto mask = static_cast<__mmask16>((1u << (k1 - kk)) - 1u);
     __m512 wv[NT];
     for (int c = 0; c < NT; ++c) wv[c] = load_w_masked<WK>(rows[c], kk, mask);
     for (int r = 0; r < MT; ++r) {
@@ -71,23 +71,49 @@ PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_
     }
   }
   for (int r = 0; r < MT; ++r)
-    for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
+    for (int c = 0; c < NT; ++c) {
+      const float sum = _mm512_reduce_add_ps(acc[r][c]);
+      float& o = out[r * ldo + j0 + c];
+      o = accumulate ? o + sum : sum;
+    }
 }
 
-// All rows of one token block against weight rows [j_begin, j_end).
+// Token rows [i, i + MT) against weight rows [j_begin, j_end), NT weight rows at a time, over columns [k0, k1).
 template <int WK, int MT, int NT>
+PHOTON_AVX512 void sweep(const float* x, int64_t i, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k0,
+                         int64_t k1, int64_t j_begin, int64_t j_end, float* out, int64_t n) {
+  const bool accumulate = k0 > 0;
+  int64_t j = j_begin;
+  for (; j + NT <= j_end; j += NT)
+    tile<WK, MT, NT>(x + i * ldx, ldx, w, w_row_bytes, k0, k1, j, out + i * n, n, accumulate);
+  for (; j < j_end; ++j) tile<WK, MT, 1>(x + i * ldx, ldx, w, w_row_bytes, k0, k1, j, out + i * n, n, accumulate);
+}
+
+// All rows of one token block against weight rows [j_begin, j_end). Several tokens take k in blocks of kKBlock
+// columns, so that a tile's activations stay in L1 while the weight rows pass (one tile of 6 rows over all of a
+// 2048-column k is 48 KiB of f32, and reading it from L2 for every 4 weight rows bounded the GEMM at ~39% of the FMA
+// peak); a single token streams all of k at once (decode: the weights are read once either way). Tiles of 6 tokens x
+// 4 weight rows (24 accumulators, 4 weight vectors and one activation vector of the 32 registers; each weight vector
+// widened once serves 6 multiply-adds), the rest in tiles of 4, 2 and 1 token, so that no weight row is read more
+// than four times per block and k block.
+template <int WK>
 PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k,
                               int64_t j_begin, int64_t j_end, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + MT <= m; i += MT) {
-    int64_t j = j_begin;
-    for (; j + NT <= j_end; j += NT) tile<WK, MT, NT>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
-    for (; j < j_end; ++j) tile<WK, MT, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
-  }
-  for (; i < m; ++i) {
-    int64_t j = j_begin;
-    for (; j + 8 <= j_end; j += 8) tile<WK, 1, 8>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
-    for (; j < j_end; ++j) tile<WK, 1, 1>(x + i * ldx, ldx, w, w_row_bytes, k, j, out + i * n, n);
+  constexpr int64_t kKBlock = 512;
+  const int64_t kb = m > 1 ? kKBlock : k;
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    const int64_t k1 = k0 + kb < k ? k0 + kb : k;
+    int64_t i = 0;
+    for (; i + 6 <= m; i += 6) sweep<WK, 6, 4>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
+    if (i + 4 <= m) {
+      sweep<WK, 4, 4>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
+      i += 4;
+    }
+    if (i + 2 <= m) {
+      sweep<WK, 2, 8>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
+      i += 2;
+    }
+    if (i < m) sweep<WK, 1, 8>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
   }
 }
 
@@ -215,7 +241,7 @@ PHOTON_AVX512 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, 
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t j_begin = c * kRowChunk;
       const int64_t j_end = j_begin + kRowChunk < n ? j_begin + kRowChunk : n;
-      rows_block<WK, 4, 4>(x + i0 * ldx, mb, ldx, wb, w_row_bytes, k, j_begin, j_end, out + i0 * n, n);
+      rows_block<WK>(x + i0 * ldx, mb, ldx, wb, w_row_bytes, k, j_begin, j_end, out + i0 * n, n);
     }
   }
 }
