@@ -244,13 +244,17 @@ TEST_CASE("rope rotates halves by position-dependent angles") {
   CHECK(max_violation(x, ref, 1e-6, 1e-5) <= 1.0);
 }
 
-TEST_CASE("paged attention matches dense causal GQA attention") {
+TEST_CASE("paged attention matches dense causal GQA attention on every path") {
   const auto kv_dtype = GENERATE(DType::kF32, DType::kBF16);
+  const auto isa = GENERATE(from_range(available_isas()));
+  cpu::set_isa_cap(isa);
+  INFO("path=" << cpu::isa_name(isa));
   std::mt19937 rng(kv_dtype == DType::kF32 ? 21 : 22);
-  const int heads = 6, kv_heads = 2, hd = 12, bs = 4, num_blocks = 32;
-  // Three sequences: a fresh prompt, a prompt chunk after cached context, and a single decode token.
-  const std::vector<int32_t> ctx = {7, 13, 22};
-  const std::vector<int32_t> q_lens = {7, 5, 1};
+  const int heads = 6, kv_heads = 2, hd = 12, bs = 4, num_blocks = 64;
+  // A fresh prompt, a prompt chunk after cached context, a single decode token, and a long chunk (several query
+  // tiles of 16 and key blocks of 64, the last ones partly visible).
+  const std::vector<int32_t> ctx = {7, 13, 22, 150};
+  const std::vector<int32_t> q_lens = {7, 5, 1, 70};
   std::vector<int32_t> perm(num_blocks);
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);  // blocks scattered in the cache
@@ -290,7 +294,7 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
   const auto q = random_floats(static_cast<size_t>(total_q * heads * hd), rng);
   std::vector<float> out(q.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  kv.num_seqs = 3;
+  kv.num_seqs = static_cast<int32_t>(ctx.size());
   kv.query_start = query_start.data();
   kv.seq_lens = ctx.data();
   kv.block_indptr = block_indptr.data();
@@ -323,6 +327,7 @@ TEST_CASE("paged attention matches dense causal GQA attention") {
     }
   }
   CHECK(max_violation(out, ref, 1e-5, 1e-4) <= 1.0);
+  cpu::set_isa_cap(std::nullopt);
 }
 
 TEST_CASE("cache_write skips negative slots") {

@@ -1,9 +1,11 @@
-// Causal grouped-query attention over a paged KV cache (CPU). Each (token, head) pair is independent: scores over
-// the token's visible context, a max-subtracted softmax in f32, then the weighted sum of values.
+// Causal grouped-query attention over a paged KV cache (CPU), flash-style: jobs of up to 16 query tokens of one
+// sequence and every query head of one KV head walk the visible keys in blocks with an online softmax in f32, so
+// each key and value is widened once per job for all its rows and no score matrix is formed.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "cpu/isa.hpp"
 #include "cpu/kernels.hpp"
 
 namespace photon::cpu {
@@ -18,64 +20,148 @@ inline float load(const T* p, int64_t i) {
   }
 }
 
+constexpr int64_t kQueryTile = 16;  // query tokens of one sequence per job
+constexpr int64_t kKeyBlock = 64;   // keys widened to f32 at once
+
+// A thread's buffers, sized for the largest job.
+struct Scratch {
+  std::vector<float> keys, values;  // [kKeyBlock, head_dim]
+  std::vector<float> scores;        // [rows, kKeyBlock]
+  std::vector<float> max, sum;      // [rows]
+  std::vector<float> acc;           // [rows, head_dim]
+};
+
+// One job: query tokens [t0, t1) of sequence s, every query head of KV head kvh (rows = tokens x group), flash-style:
+// the visible keys go by in blocks of kKeyBlock, widened to f32 once for all rows; each row keeps a running maximum,
+// the running sum of exp(score - maximum) and the weighted sum of values, rescaled when the maximum grows (no full
+// score matrix). The loops over head_dim are written for the vectoriser (one simd reduction, one simd update);
+// the caller compiles this body for each instruction set.
+template <typename T>
+inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out, int32_t s,
+                           int64_t kvh, int64_t t0, int64_t t1, Scratch& w) {
+  const int64_t hd = kv.head_dim, bs = kv.block_size, kv_heads = kv.num_kv_heads;
+  const int64_t group = heads / kv_heads, row_width = heads * hd;
+  const int64_t q_len = kv.query_start[s + 1] - kv.query_start[s];
+  const int64_t first_pos = kv.seq_lens[s] - q_len - kv.query_start[s];  // position of token t = first_pos + t
+  const int64_t rows = (t1 - t0) * group;
+  const int32_t* blocks = kv.block_indices + kv.block_indptr[s];
+  const auto* cache = static_cast<const T*>(kv.cache);
+  const int64_t block_stride = 2 * kv_heads * bs * hd, v_offset = kv_heads * bs * hd;
+  float* const kbuf = w.keys.data();
+  float* const vbuf = w.values.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    w.max[static_cast<size_t>(r)] = -INFINITY;
+    w.sum[static_cast<size_t>(r)] = 0.0f;
+  }
+  std::fill(w.acc.begin(), w.acc.begin() + rows * hd, 0.0f);
+
+  const int64_t last = first_pos + t1 - 1;  // the last key any row sees
+  for (int64_t j0 = 0; j0 <= last; j0 += kKeyBlock) {
+    const int64_t jn = std::min(kKeyBlock, last + 1 - j0);
+    for (int64_t jj = 0; jj < jn; ++jj) {
+      const int64_t j = j0 + jj;
+      const T* kp = cache + blocks[j / bs] * block_stride + (kvh * bs + j % bs) * hd;
+      const T* vp = kp + v_offset;
+      for (int64_t d = 0; d < hd; ++d) {
+        kbuf[jj * hd + d] = load(kp, d);
+        vbuf[jj * hd + d] = load(vp, d);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = t0 + r / group, h = kvh * group + r % group;
+      const int64_t visible = std::min(jn, first_pos + t - j0 + 1);
+      if (visible <= 0) continue;
+      const float* qv = q + t * row_width + h * hd;
+      float* sc = w.scores.data() + r * kKeyBlock;
+      float block_max = -INFINITY;
+      for (int64_t jj = 0; jj < visible; ++jj) {
+        const float* kr = kbuf + jj * hd;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kr[d];
+        sc[jj] = dot * scale;
+        block_max = std::max(block_max, sc[jj]);
+      }
+      float& m = w.max[static_cast<size_t>(r)];
+      float& l = w.sum[static_cast<size_t>(r)];
+      float* acc = w.acc.data() + r * hd;
+      const float m_new = std::max(m, block_max);
+      if (m != -INFINITY && m_new != m) {
+        const float correction = std::exp(m - m_new);
+        l *= correction;
+#pragma omp simd
+        for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
+      }
+      m = m_new;
+      for (int64_t jj = 0; jj < visible; ++jj) {
+        const float p = std::exp(sc[jj] - m_new);
+        l += p;
+        const float* vr = vbuf + jj * hd;
+#pragma omp simd
+        for (int64_t d = 0; d < hd; ++d) acc[d] += p * vr[d];
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group, h = kvh * group + r % group;
+    const float inv = 1.0f / w.sum[static_cast<size_t>(r)];
+    const float* acc = w.acc.data() + r * hd;
+    float* o = out + t * row_width + h * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] = acc[d] * inv;
+  }
+}
+
+// The tile compiled for each path (flatten inlines the body, so its loops are vectorised for the target).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,fma"), flatten)) void tile_avx512(const float* q, int64_t heads,
+                                                                                   const PagedKv& kv, float scale,
+                                                                                   float* out, int32_t s, int64_t kvh,
+                                                                                   int64_t t0, int64_t t1, Scratch& w) {
+  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+}
+template <typename T>
+__attribute__((target("avx2,fma,f16c"), flatten)) void tile_avx2(const float* q, int64_t heads, const PagedKv& kv,
+                                                                 float scale, float* out, int32_t s, int64_t kvh,
+                                                                 int64_t t0, int64_t t1, Scratch& w) {
+  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+}
+template <typename T>
+void tile_portable(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out, int32_t s, int64_t kvh,
+                   int64_t t0, int64_t t1, Scratch& w) {
+  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+}
+
+// Jobs: (sequence, query tile of kQueryTile tokens, KV head), spread dynamically over threads (their costs differ
+// with the context each tile sees).
 template <typename T>
 void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
-  const int32_t* query_start = kv.query_start;
-  const int32_t* seq_lens = kv.seq_lens;
-  const int32_t* block_indptr = kv.block_indptr;
-  const int32_t* block_indices = kv.block_indices;
-  const int32_t num_seqs = kv.num_seqs;
-  const int64_t hd = kv.head_dim;
-  const int64_t bs = kv.block_size;
-  const int64_t kv_heads = kv.num_kv_heads;
-  const int64_t group = heads / kv_heads;
-  const int64_t num_tokens = query_start[num_seqs];
-  const int64_t row = heads * hd;
-  int32_t max_len = 0;
-  for (int32_t s = 0; s < num_seqs; ++s) max_len = std::max(max_len, seq_lens[s]);
-  const auto* cache = static_cast<const T*>(kv.cache);
-  const int64_t block_stride = 2 * kv_heads * bs * hd;
-  const int64_t v_offset = kv_heads * bs * hd;
-
+  const auto tile = active_isa() == Isa::kAvx512 ? &tile_avx512<T>
+                    : active_isa() == Isa::kAvx2 ? &tile_avx2<T>
+                                                 : &tile_portable<T>;
+  const int64_t kv_heads = kv.num_kv_heads, group = heads / kv_heads, hd = kv.head_dim;
+  std::vector<int64_t> job_start = {0};  // jobs of sequence s: [job_start[s], job_start[s + 1])
+  for (int32_t s = 0; s < kv.num_seqs; ++s) {
+    const int64_t q_len = kv.query_start[s + 1] - kv.query_start[s];
+    job_start.push_back(job_start.back() + (q_len + kQueryTile - 1) / kQueryTile * kv_heads);
+  }
+  const int64_t jobs = job_start.back();
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(max_len));
-    std::vector<float> acc(static_cast<size_t>(hd));
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t job = 0; job < num_tokens * heads; ++job) {
-      const int64_t t = job / heads;
-      const int64_t h = job % heads;
-      const int32_t s =
-          static_cast<int32_t>(std::upper_bound(query_start, query_start + num_seqs + 1, t) - query_start - 1);
-      const int64_t q_len = query_start[s + 1] - query_start[s];
-      const int64_t pos = seq_lens[s] - q_len + (t - query_start[s]);
-      const int32_t* blocks = block_indices + block_indptr[s];
-      const int64_t kvh = h / group;
-      const float* qv = q + t * row + h * hd;
-
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j <= pos; ++j) {
-        const T* kp = cache + blocks[j / bs] * block_stride + (kvh * bs + j % bs) * hd;
-        float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * load(kp, d);
-        scores[static_cast<size_t>(j)] = dot * scale;
-        max_score = std::max(max_score, dot * scale);
-      }
-      float denom = 0.0f;
-      for (int64_t j = 0; j <= pos; ++j) {
-        const float e = std::exp(scores[static_cast<size_t>(j)] - max_score);
-        scores[static_cast<size_t>(j)] = e;
-        denom += e;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = 0; j <= pos; ++j) {
-        const T* vp = cache + blocks[j / bs] * block_stride + v_offset + (kvh * bs + j % bs) * hd;
-        const float p = scores[static_cast<size_t>(j)];
-        for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * load(vp, d);
-      }
-      float* o = out + t * row + h * hd;
-      const float inv = 1.0f / denom;
-      for (int64_t d = 0; d < hd; ++d) o[d] = acc[static_cast<size_t>(d)] * inv;
+    Scratch w;
+    w.keys.resize(static_cast<size_t>(kKeyBlock * hd));
+    w.values.resize(static_cast<size_t>(kKeyBlock * hd));
+    w.scores.resize(static_cast<size_t>(kQueryTile * group * kKeyBlock));
+    w.max.resize(static_cast<size_t>(kQueryTile * group));
+    w.sum.resize(static_cast<size_t>(kQueryTile * group));
+    w.acc.resize(static_cast<size_t>(kQueryTile * group * hd));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t job = 0; job < jobs; ++job) {
+      const auto s =
+          static_cast<int32_t>(std::upper_bound(job_start.begin(), job_start.end(), job) - job_start.begin() - 1);
+      const int64_t local = job - job_start[static_cast<size_t>(s)];
+      const int64_t t0 = kv.query_start[s] + local / kv_heads * kQueryTile;
+      const int64_t t1 = std::min<int64_t>(t0 + kQueryTile, kv.query_start[s + 1]);
+      tile(q, heads, kv, scale, out, s, local % kv_heads, t0, t1, w);
     }
   }
 }
