@@ -1,5 +1,7 @@
 #include "cpu/isa.hpp"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -14,7 +16,9 @@ Isa detect() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
     return Isa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
     return Isa::kAvx2;
   }
   return Isa::kPortable;

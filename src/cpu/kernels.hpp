@@ -1,6 +1,6 @@
 // CPU kernels on raw pointers: f32 activations, f32 accumulation, weights in f32, f16 or bf16. OpenMP spreads the
-// work over cores; the matmuls take AVX-512 or AVX2 paths where the CPU has them (cpu/isa.hpp). CpuBackend adapts these to the
-// Backend interface; tests call them directly against double-precision references.
+// work over cores; the matmuls take AVX-512 or AVX2 paths where the CPU has them (cpu/isa.hpp). CpuBackend adapts these
+// to the Backend interface; tests call them directly against double-precision references.
 #pragma once
 
 #include <cstdint>

@@ -39,7 +39,7 @@ PHOTON_AVX2 inline float load_w1(const void* base, int64_t i) {
     return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
   } else {
     const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
-    float f;
+    float f = 0.0f;
     std::memcpy(&f, &bits, sizeof(f));
     return f;
   }
