@@ -60,9 +60,26 @@ if start "$web" --model dummy:tiny-llama3 --device cpu --max-model-len 128 --ser
   out=$(http POST /v1/completions '{"prompt":[1,2,3],"max_tokens":3}')
   [[ "$out" == 401* ]] && ok || fail "no key: $out"
   # A long streamed request in flight when SIGTERM arrives still finishes (the grace period), then the process exits 0.
-  http POST /v1/completions '{"prompt":[1,2,3],"max_tokens":100,"ignore_eos":true,"stream":true}' k1 >"$log.stream" &
+  # The client writes each event as it arrives; SIGTERM goes only once the first one is there, so the request is
+  # surely in flight (a connection made after SIGTERM is rightly refused).
+  python3 - "$port" >"$log.stream" <<'PY' &
+import sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", method="POST",
+                             data=b'{"prompt":[1,2,3],"max_tokens":100,"ignore_eos":true,"stream":true}',
+                             headers={"Content-Type": "application/json", "Authorization": "Bearer k1"})
+try:
+    with urllib.request.urlopen(req, timeout=60) as r:
+        for line in r:
+            print(line.decode().rstrip(), flush=True)
+except Exception as e:
+    print(0, e)
+PY
   client=$!
-  sleep 0.3
+  for _ in $(seq 1 400); do
+    grep -q '^data: ' "$log.stream" && break
+    sleep 0.05
+  done
+  grep -q 'data: \[DONE\]' "$log.stream" && fail "the stream ended before SIGTERM: the test needs a longer one"
   kill -TERM "$pid"
   wait "$client"
   grep -q 'data: \[DONE\]' "$log.stream" && ok || fail "the in-flight stream did not finish: $(tail -c 300 "$log.stream")"
