@@ -21,7 +21,7 @@ namespace {
 // Every matmul path this CPU can run, lowest first (each is compared with the double reference).
 std::vector<cpu::Isa> available_isas() {
   std::vector<cpu::Isa> isas;
-  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512, cpu::Isa::kAmx}) {
     if (isa <= cpu::detected_isa()) isas.push_back(isa);
   }
   return isas;
@@ -39,7 +39,7 @@ std::vector<char> encode(const std::vector<float>& v, DType dtype, std::vector<f
 }  // namespace
 
 TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
-  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+  for (const cpu::Isa isa : {cpu::Isa::kPortable, cpu::Isa::kAvx2, cpu::Isa::kAvx512, cpu::Isa::kAmx}) {
     CHECK(cpu::parse_isa(cpu::isa_name(isa)) == isa);
   }
   CHECK(!cpu::parse_isa("avx").has_value());
@@ -47,19 +47,22 @@ TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
   CHECK(cpu::active_isa() <= cpu::detected_isa());
   cpu::set_isa_cap(cpu::Isa::kPortable);
   CHECK(cpu::active_isa() == cpu::Isa::kPortable);
-  cpu::set_isa_cap(cpu::Isa::kAvx512);  // a cap above the CPU's path changes nothing
+  cpu::set_isa_cap(cpu::Isa::kAmx);  // a cap above the CPU's path changes nothing
   CHECK(cpu::active_isa() <= cpu::detected_isa());
   cpu::set_isa_cap(std::nullopt);
 }
 
-// Sizes cover vector tails, every token tile (6, 4, 2 and 1 rows), and k past one 512-column block of the prompt GEMM.
+// Sizes cover vector tails, every token tile (6, 4, 2 and 1 rows), k past one 512-column block of the prompt GEMM, and
+// for AMX (k a multiple of 32): one and two weight tiles, weight rows past the last tile, one and two token tiles, and
+// tokens past one packed block of 128.
 TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes and every path") {
   const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
   const auto isa = GENERATE(from_range(available_isas()));
   std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + static_cast<int>(isa)));
   cpu::set_isa_cap(isa);
   for (auto [m, k, n] :
-       {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}, {13, 1100, 11}}) {
+       {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}, {13, 1100, 11},
+        {2, 96, 16}, {20, 64, 37}, {33, 128, 50}, {131, 64, 96}, {17, 576, 48}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);

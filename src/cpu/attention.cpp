@@ -135,7 +135,7 @@ void tile_portable(const float* q, int64_t heads, const PagedKv& kv, float scale
 // with the context each tile sees).
 template <typename T>
 void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
-  const auto tile = active_isa() == Isa::kAvx512 ? &tile_avx512<T>
+  const auto tile = active_isa() >= Isa::kAvx512 ? &tile_avx512<T>
                     : active_isa() == Isa::kAvx2 ? &tile_avx2<T>
                                                  : &tile_portable<T>;
   const int64_t kv_heads = kv.num_kv_heads, group = heads / kv_heads, hd = kv.head_dim;

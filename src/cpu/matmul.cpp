@@ -1,6 +1,6 @@
 // CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 or group-wise int8 weights, f32 accumulation. The
-// path is chosen per call from cpu::active_isa(): AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the
-// portable loops here, which are also the reference the vector paths are tested against.
+// path is chosen per call from cpu::active_isa(): AMX tiles for bf16 weights and several tokens (matmul_amx.cpp),
+// AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the portable loops here, which are also the reference the vector paths are tested against.
 #include <vector>
 
 #include "cpu/isa.hpp"
@@ -55,6 +55,9 @@ void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DT
   if (m == 0 || n == 0) return;
   const bool vector_dtype = wt == DType::kF32 || wt == DType::kF16 || wt == DType::kBF16;
   switch (vector_dtype ? active_isa() : Isa::kPortable) {
+    case Isa::kAmx:
+      if (detail::amx_matmul_supported(m, k, n, wt)) return detail::matmul_amx(x, m, k, ldx, w, n, out);
+      return detail::matmul_avx512(x, m, k, ldx, w, wt, n, out);
     case Isa::kAvx512:
       return detail::matmul_avx512(x, m, k, ldx, w, wt, n, out);
     case Isa::kAvx2:
@@ -69,6 +72,7 @@ void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t
                  int64_t n, float* out) {
   if (m == 0 || n == 0) return;
   switch (active_isa()) {
+    case Isa::kAmx:  // AMX's int8 tiles need int8 activations: the AVX-512 path keeps them f32
     case Isa::kAvx512:
       return detail::matmul_int8_avx512(x, m, k, ldx, w, scales, group, n, out);
     case Isa::kAvx2:

@@ -14,6 +14,10 @@ constexpr int64_t kTokenBlock = 64;
 void matmul_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n, float* out);
 void matmul_int8_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                         int64_t group, int64_t n, float* out);
+/// Whether matmul_amx takes this shape: bf16 weights, at least 2 tokens, k a multiple of 32, n at least 16.
+bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt);
+/// bf16 weights only; needs cpu::active_isa() == kAmx (which has also asked the kernel for the tile state).
+void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out);
 void matmul_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n, float* out);
 void matmul_int8_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                       int64_t group, int64_t n, float* out);

@@ -1,0 +1,185 @@
+// The AMX path of cpu::matmul for bf16 weights and several tokens (prompts and decode batches; Intel Xeons since
+// Sapphire Rapids, cpu::active_isa() == kAmx). TDPBF16PS multiplies a tile of 16 rows x 32 bf16 by one of 16 pairs of
+// rows x 16 columns into 16 x 16 f32 sums: here the first tile is 16 weight rows read in place (row-major weights
+// are already that layout, so nothing is packed at load), the second 16 tokens' activations for the same 32 columns,
+// packed per call in pairs of columns, and the sums are out transposed.
+//
+// Activations are f32, and bf16 has 8 significant bits, so each activation is split into two bf16 parts, hi =
+// bf16(x) and lo = bf16(x - hi), and every tile product runs once with each: x - hi - lo is below 2^-17 |x|, so the
+// products carry about 16 bits of x (and the weights' bf16 exactly), accumulated in f32: error near 1e-5 relative,
+// against 2^-24 for the AVX-512 FMA path and 2^-9 for a plain bf16 product. The second pass halves the tile rate,
+// which is still ~8x the FMA path's multiply-adds per cycle.
+//
+// Every function here is compiled for AVX-512 and AMX by its target attribute and reached only through the entry
+// point at the end. The shapes it takes are amx_matmul_supported's; rows past the last multiple of 16 go to the
+// AVX-512 path.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/matmul_paths.hpp"
+
+namespace photon::cpu::detail {
+namespace {
+
+#define PHOTON_AMX __attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")))
+
+constexpr int64_t kTile = 16;       // tile rows (weight rows, or tokens) and f32 columns
+constexpr int64_t kKStep = 32;      // bf16 columns per tile row
+constexpr int64_t kBlockTokens = 128;  // tokens packed at once: 8 token tiles, 4 MiB of packed pairs at k = 8192
+constexpr int64_t kTileElems = kTile * kKStep;  // bf16 values in one packed activation tile (1 KiB)
+
+// The tile configuration (palette 1): tiles 0-3 sums (16 x 16 f32), 4-5 weights (16 x 32 bf16), 6-7 activations
+// (16 pairs of columns x 16 tokens).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TileConfig tile_config() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  return c;
+}
+
+inline uint16_t bf16_bits(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                                           // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f = 0.0f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// Packs tokens [t0, t0 + 16) of x (rows past m are zeros) for columns [ks * 32, ks * 32 + 32) into one hi and one lo
+// tile: element (r, t, p) is column ks * 32 + 2r + p of token t0 + t.
+void pack_tile(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t ks, uint16_t* hi, uint16_t* lo) {
+  for (int64_t t = 0; t < kTile; ++t) {
+    const float* row = t0 + t < m ? x + (t0 + t) * ldx + ks * kKStep : nullptr;
+    for (int64_t c = 0; c < kKStep; ++c) {
+      const float v = row != nullptr ? row[c] : 0.0f;
+      const uint16_t h = bf16_bits(v);
+      const size_t at = static_cast<size_t>((c / 2) * (2 * kTile) + t * 2 + (c & 1));
+      hi[at] = h;
+      lo[at] = bf16_bits(v - bf16_value(h));
+    }
+  }
+}
+
+// Weight rows [j0, j0 + 16 * NA) against token tiles [tt, tt + NB) of the packed block (tokens i0 + 16 tt ...):
+// the sums over all of k, stored into out transposed.
+template <int NA, int NB>
+PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo,
+                           int64_t tt, int64_t tokens, float* out, int64_t n) {
+  const int64_t ksteps = k / kKStep;
+  const size_t w_stride = static_cast<size_t>(k) * sizeof(uint16_t);
+  const uint16_t* w0 = w + j0 * k;
+  const uint16_t* w1 = w0 + kTile * k;
+  const int64_t tile_stride = ksteps * kTileElems;  // one token tile's packed columns
+  const uint16_t* h0 = hi + tt * tile_stride;
+  const uint16_t* l0 = lo + tt * tile_stride;
+  _tile_zero(0);
+  if constexpr (NA == 2) _tile_zero(1);
+  if constexpr (NB == 2) _tile_zero(2);
+  if constexpr (NA == 2 && NB == 2) _tile_zero(3);
+  for (int64_t ks = 0; ks < ksteps; ++ks) {
+    _tile_loadd(4, w0 + ks * kKStep, w_stride);
+    if constexpr (NA == 2) _tile_loadd(5, w1 + ks * kKStep, w_stride);
+    for (int part = 0; part < 2; ++part) {
+      const uint16_t* b = (part == 0 ? h0 : l0) + ks * kTileElems;
+      _tile_loadd(6, b, 64);
+      if constexpr (NB == 2) _tile_loadd(7, b + tile_stride, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (NA == 2) _tile_dpbf16ps(1, 5, 6);
+      if constexpr (NB == 2) _tile_dpbf16ps(2, 4, 7);
+      if constexpr (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  alignas(64) float sums[4][kTile][kTile];  // [a + 2 b][weight row][token]
+  _tile_stored(0, sums[0], 64);
+  if constexpr (NA == 2) _tile_stored(1, sums[1], 64);
+  if constexpr (NB == 2) _tile_stored(2, sums[2], 64);
+  if constexpr (NA == 2 && NB == 2) _tile_stored(3, sums[3], 64);
+  for (int b = 0; b < NB; ++b) {
+    for (int64_t t = 0; t < kTile; ++t) {
+      const int64_t token = (tt + b) * kTile + t;
+      if (token >= tokens) break;
+      float* o = out + token * n + j0;
+      for (int a = 0; a < NA; ++a)
+        for (int64_t r = 0; r < kTile; ++r) o[a * kTile + r] = sums[a + 2 * b][r][t];
+    }
+  }
+}
+
+template <int NA>
+PHOTON_AMX void weight_chunk(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo,
+                             int64_t token_tiles, int64_t tokens, float* out, int64_t n) {
+  int64_t tt = 0;
+  for (; tt + 2 <= token_tiles; tt += 2) tile_block<NA, 2>(w, k, j0, hi, lo, tt, tokens, out, n);
+  if (tt < token_tiles) tile_block<NA, 1>(w, k, j0, hi, lo, tt, tokens, out, n);
+}
+
+}  // namespace
+
+bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt) {
+  return wt == DType::kBF16 && m >= 2 && k % kKStep == 0 && n >= kTile;
+}
+
+PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+  const auto* wb = static_cast<const uint16_t*>(w);
+  const int64_t ksteps = k / kKStep;
+  const int64_t n_tiles = n / kTile;  // weight rows in whole tiles; the rest go to the AVX-512 path
+  const int64_t chunks = (n_tiles + 1) / 2;  // two weight tiles (32 rows) per chunk, the last may hold one
+  const int64_t block_tiles = (std::min(m, kBlockTokens) + kTile - 1) / kTile;
+  std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
+  std::vector<uint16_t> lo(hi.size());
+  const TileConfig config = tile_config();
+#pragma omp parallel
+  {
+    _tile_loadconfig(&config);
+    for (int64_t i0 = 0; i0 < m; i0 += kBlockTokens) {
+      const int64_t tokens = std::min(kBlockTokens, m - i0);
+      const int64_t token_tiles = (tokens + kTile - 1) / kTile;
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < token_tiles * ksteps; ++p) {
+        const int64_t tt = p / ksteps, ks = p % ksteps;
+        const size_t at = static_cast<size_t>(p * kTileElems);
+        pack_tile(x + i0 * ldx, ldx, tokens, tt * kTile, ks, hi.data() + at, lo.data() + at);
+      }
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t j0 = c * 2 * kTile;
+        if (j0 + 2 * kTile <= n_tiles * kTile) {
+          weight_chunk<2>(wb, k, j0, hi.data(), lo.data(), token_tiles, tokens, out + i0 * n, n);
+        } else {
+          weight_chunk<1>(wb, k, j0, hi.data(), lo.data(), token_tiles, tokens, out + i0 * n, n);
+        }
+      }
+    }
+    _tile_release();
+  }
+  const int64_t n_main = n_tiles * kTile;
+  if (n_main < n) {
+    const int64_t rest = n - n_main;
+    std::vector<float> tail(static_cast<size_t>(m * rest));
+    matmul_avx512(x, m, k, ldx, wb + n_main * k, DType::kBF16, rest, tail.data());
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(out + i * n + n_main, tail.data() + i * rest, static_cast<size_t>(rest) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace photon::cpu::detail
