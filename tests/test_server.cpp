@@ -317,9 +317,14 @@ TEST_CASE("every bad request gets an OpenAI error body and the server keeps serv
 }
 
 TEST_CASE("a client that goes away mid-stream cancels its request and frees its KV blocks") {
-  auto server = start(tiny("dummy:tiny-llama3"));
+  // Requests far longer than the hang-ups take: a short one can be generated whole into the socket's buffer before the
+  // client closes it, and then rightly finishes by length.
+  photon::EngineConfig engine = tiny("dummy:tiny-llama3");
+  engine.max_model_len = 4096;
+  engine.num_kv_blocks = 1100;
+  auto server = start(engine);
   const uint16_t port = server->port();
-  const json body = {{"prompt", {1, 2, 3}}, {"max_tokens", 120}, {"ignore_eos", true}, {"stream", true}};
+  const json body = {{"prompt", {1, 2, 3}}, {"max_tokens", 4000}, {"ignore_eos", true}, {"stream", true}};
   for (int round = 0; round < 3; ++round) CHECK(stream_then_hang_up(port, body, /*read_event=*/true) == 200);
   // Every request ends (cancelled at the next step) and the KV cache is empty again.
   CHECK(wait_idle(port));
