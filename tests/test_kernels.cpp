@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -133,6 +134,30 @@ TEST_CASE(
         ref[static_cast<size_t>(i * n + j)] = acc;
       }
     CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
+  }
+  cpu::set_isa_cap(std::nullopt);
+}
+
+// Rows that cross SplitMix64's chunks of 2^16 draws, odd widths and offsets (a tensor-parallel shard's block), and
+// rows past the tensor's end (zeros).
+TEST_CASE("dummy weights on the CPU are dummy_value's bits on every path") {
+  const auto isa = GENERATE(from_range(available_isas()));
+  cpu::set_isa_cap(isa);
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const DummyFill& f : {DummyFill{7, 0.0f, 0.05f, 3, 70001, 3, 70001, 0, 0},
+                               DummyFill{11, 1.0f, 0.2f, 10, 131, 6, 37, 5, 90},
+                               DummyFill{3, 0.0f, 1.5f, 4, 65536, 2, 65533, 1, 3}}) {
+      INFO("cols=" << f.cols << " dtype=" << dtype_name(dtype) << " path=" << cpu::isa_name(isa));
+      const size_t count = static_cast<size_t>(f.rows * f.cols);
+      std::vector<char> got(count * dtype_size(dtype)), want(got.size());
+      cpu::fill_dummy(f, dtype, got.data());
+      std::vector<float> values(count);
+      for (int64_t r = 0; r < f.rows; ++r)
+        for (int64_t c = 0; c < f.cols; ++c) values[static_cast<size_t>(r * f.cols + c)] = dummy_value(f, r, c);
+      cpu::from_f32(values.data(), static_cast<int64_t>(count), dtype, want.data());
+      CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
+      CHECK(std::any_of(values.begin(), values.end(), [](float v) { return v != 0.0f; }));
+    }
   }
   cpu::set_isa_cap(std::nullopt);
 }

@@ -56,6 +56,12 @@ class CpuBackend final : public Backend {
                       out.data<float>());
   }
 
+  bool fill_dummy(Tensor& dst, const DummyFill& f) override {
+    if (!is_float_dtype(dst.dtype())) return false;
+    cpu::fill_dummy(f, dst.dtype(), dst.raw());
+    return true;
+  }
+
   void linear(const Tensor& x, const Weight& w, Tensor& out) override {
     assert(x.size(1) == w.cols() && out.size(1) == w.rows() && out.size(0) == x.size(0));
     if (w.quantized()) {

@@ -9,6 +9,7 @@
 
 #include "core/backend.hpp"
 #include "core/dtype.hpp"
+#include "core/dummy_weights.hpp"
 
 namespace photon::cpu {
 
@@ -16,6 +17,10 @@ namespace photon::cpu {
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);
 /// Narrows n f32 values to `dtype` (f32, f16 or bf16), rounding to nearest even.
 void from_f32(const float* src, int64_t n, DType dtype, void* dst);
+
+/// Fills dst (`f.rows` x `f.cols` of `dtype`: f32, f16 or bf16, contiguous) with the dummy weights of
+/// core/dummy_weights.hpp, bit for bit what dummy_value gives (rounded to `dtype` as from_f32 rounds).
+void fill_dummy(const DummyFill& f, DType dtype, void* dst);
 
 /// out[i, j] = sum_k x[i, k] * w[j, k].  x f32 [m, k] (rows ldx apart); w [n, k] contiguous; out f32 [m, n].
 void matmul(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType w_dtype, int64_t n, float* out);

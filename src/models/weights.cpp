@@ -408,7 +408,6 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
   uint64_t total = 0;
   for (const auto& s : specs) total += spec_bytes(s, dtype);
   uint64_t done = 0;
-  const bool on_host = backend.device() == Device::cpu();
   for (const auto& s : specs) {
     const DType t = s.is_norm ? DType::kF32 : dtype;
     PHOTON_ASSIGN_OR_RETURN(Tensor dst, destination(s, t, backend, w.bytes));
@@ -417,9 +416,7 @@ Result<ModelWeights> make_dummy_weights(const ModelConfig& config, Backend& back
     const bool is_embedding = !s.is_norm && s.shape[0] == config.vocab_size;
     const float stddev = s.is_norm ? 0.1f : (is_embedding ? 3.0f : 1.0f) / std::sqrt(static_cast<float>(s.shape[1]));
     const DummyFill f = dummy_fill(s, tensor_seed, s.is_norm ? 1.0f : 0.0f, stddev);
-    if (on_host) {
-      fill_on_host(dst.raw(), t, f);
-    } else if (!backend.fill_dummy(dst, f)) {  // a device that cannot generate them gets a host copy
+    if (!backend.fill_dummy(dst, f)) {  // a device that cannot generate them gets a host copy
       std::vector<char> staging(dst.nbytes());
       fill_on_host(staging.data(), t, f);
       backend.copy_to_device(staging.data(), dst, dst.nbytes());
