@@ -63,24 +63,28 @@ if [ ! -f "$gguf" ]; then
   python3 "$peer_src/convert_hf_to_gguf.py" "$ckpt" --outtype bf16 --outfile "$gguf" >"$out/convert.log" 2>&1
 fi
 
-# photon's threads pinned one per core, as llama.cpp's are spread by its own thread pool.
-export OMP_NUM_THREADS=$threads OMP_PROC_BIND=close OMP_PLACES=cores
+export OMP_NUM_THREADS=$threads
 pbench() {  # NAME ARGS...: one photon bench run, JSON to OUTDIR/NAME.json
   local name=$1
   shift
   "$photon" bench --model "$ckpt" --device cpu --threads "$threads" "$@" --json >"$out/$name.log" 2>&1
   tail -1 "$out/$name.log" >"$out/$name.json"
 }
+photon_set() {  # SUFFIX: the three photon workloads (two prompt runs, the faster counts)
+  pbench "photon-pp512$1" --num-prompts 1 --input-len 512 --output-len 1
+  pbench "photon-pp512$1-2" --num-prompts 1 --input-len 512 --output-len 1
+  pbench "photon-tg64$1" --num-prompts 1 --input-len 8 --output-len 64
+  pbench "photon-16x32$1" --num-prompts 16 --input-len 32 --output-len 32
+}
 echo "== llama.cpp"
 "$lbin/llama-bench" -m "$gguf" -t "$threads" -p 512 -n 64 -r 3 -o json >"$out/llama-bench.json" 2>"$out/llama-bench.log"
 "$lbin/llama-batched-bench" -m "$gguf" -t "$threads" -c 2048 -b 512 -ub 512 -npp 32 -ntg 32 -npl 16 \
   --output-format jsonl >"$out/llama-batched.log" 2>&1
 grep '^{' "$out/llama-batched.log" | tail -1 >"$out/llama-batched.json"
-echo "== photon"
-pbench photon-pp512 --num-prompts 1 --input-len 512 --output-len 1
-pbench photon-pp512-2 --num-prompts 1 --input-len 512 --output-len 1
-pbench photon-tg64 --num-prompts 1 --input-len 8 --output-len 64
-pbench photon-16x32 --num-prompts 16 --input-len 32 --output-len 32
+echo "== photon (OpenMP's default placement, as llama.cpp's threads are left to the scheduler)"
+photon_set ""
+echo "== photon, threads pinned one per core (OMP_PROC_BIND=close OMP_PLACES=cores)"
+OMP_PROC_BIND=close OMP_PLACES=cores photon_set "-pinned"
 
 python3 - "$out" >>"$summary" <<'PY'
 import json, sys
@@ -88,16 +92,17 @@ out = sys.argv[1]
 j = lambda n: json.load(open(f"{out}/{n}.json"))
 lb = {("pp" if t["n_prompt"] else "tg"): t["avg_ts"] for t in j("llama-bench")}
 bb = j("llama-batched")
-pp = max(512 / (j(n)["ttft_ms"]["p50"] / 1e3) for n in ("photon-pp512", "photon-pp512-2"))
-tg = 1e3 / j("photon-tg64")["tpot_ms"]["p50"]
-b16 = j("photon-16x32")
-b16_decode = 16 * 1e3 / b16["tpot_ms"]["p50"]
-rows = [("prompt of 512 tokens (tok/s)", pp, lb["pp"]),
-        ("batch-1 decode (tok/s)", tg, lb["tg"]),
-        ("16 x (32, 32): decode (out tok/s)", b16_decode, bb["speed_tg"]),
-        ("16 x (32, 32): whole run (total tok/s)", b16["total_tok_per_s"], bb["speed"])]
-print("\n| work | photon | llama.cpp | ratio |\n| --- | --- | --- | --- |")
-for name, a, b in rows:
-    print(f"| {name} | {a:,.1f} | {b:,.1f} | {a / b:.2f}x |")
+def figures(suffix):
+    pp = max(512 / (j(f"photon-pp512{suffix}{r}")["ttft_ms"]["p50"] / 1e3) for r in ("", "-2"))
+    b16 = j(f"photon-16x32{suffix}")
+    return [pp, 1e3 / j(f"photon-tg64{suffix}")["tpot_ms"]["p50"], 16 * 1e3 / b16["tpot_ms"]["p50"],
+            b16["total_tok_per_s"]]
+plain, pinned = figures(""), figures("-pinned")
+names = ["prompt of 512 tokens (tok/s)", "batch-1 decode (tok/s)", "16 x (32, 32): decode (out tok/s)",
+         "16 x (32, 32): whole run (total tok/s)"]
+peer = [lb["pp"], lb["tg"], bb["speed_tg"], bb["speed"]]
+print("\n| work | photon | photon, pinned | llama.cpp | ratio | ratio, pinned |\n| --- | --- | --- | --- | --- | --- |")
+for name, a, p, b in zip(names, plain, pinned, peer):
+    print(f"| {name} | {a:,.1f} | {p:,.1f} | {b:,.1f} | {a / b:.2f}x | {p / b:.2f}x |")
 PY
 cat "$summary"

@@ -45,7 +45,8 @@ PHOTON_AVX2 void row_avx2(const DummyFill& f, int64_t r, float* out) {
   }
   const __m256i c2_lo = _mm256_set1_epi64x(0x1ce4e5b9), c2_hi = _mm256_set1_epi64x(0xbf58476d);
   const __m256i c3_lo = _mm256_set1_epi64x(0x133111eb), c3_hi = _mm256_set1_epi64x(0x94d049bb);
-  const __m256i step = _mm256_set1_epi64x(static_cast<long long>(4 * kGamma));
+  constexpr uint64_t kStep = 4 * kGamma;  // four draws on
+  const __m256i step = _mm256_set1_epi64x(static_cast<long long>(kStep));
   const __m256i exponent = _mm256_set1_epi64x(0x4330000000000000ll);  // 2^52 as a double's bits
   const __m256d two52 = _mm256_set1_pd(0x1.0p52), two = _mm256_set1_pd(2.0), one = _mm256_set1_pd(1.0);
   const __m256d scale = _mm256_set1_pd(0x1.0p-53), half_width = _mm256_set1_pd(static_cast<double>(f.half_width));
@@ -59,9 +60,9 @@ PHOTON_AVX2 void row_avx2(const DummyFill& f, int64_t r, float* out) {
     if (c > 0 && ((i - 4) >> 16) == ((i + 3) >> 16)) {
       z0 = _mm256_add_epi64(z0, step);
     } else {
-      z0 = _mm256_set_epi64x(static_cast<long long>(state_of(f.seed, i + 3)),
-                             static_cast<long long>(state_of(f.seed, i + 2)),
-                             static_cast<long long>(state_of(f.seed, i + 1)), static_cast<long long>(state_of(f.seed, i)));
+      z0 = _mm256_set_epi64x(
+          static_cast<long long>(state_of(f.seed, i + 3)), static_cast<long long>(state_of(f.seed, i + 2)),
+          static_cast<long long>(state_of(f.seed, i + 1)), static_cast<long long>(state_of(f.seed, i)));
     }
     __m256i z = z0;
     z = mul64(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), c2_lo, c2_hi);
@@ -88,7 +89,8 @@ void fill_dummy(const DummyFill& f, DType dtype, void* dst) {
     std::vector<float> buf(static_cast<size_t>(f.cols));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < f.rows; ++r) {
-      float* out = dtype == DType::kF32 ? reinterpret_cast<float*>(static_cast<char*>(dst) + r * f.cols * esize) : buf.data();
+      float* out =
+          dtype == DType::kF32 ? reinterpret_cast<float*>(static_cast<char*>(dst) + r * f.cols * esize) : buf.data();
       row_fn(f, r, out);
       if (dtype != DType::kF32) from_f32(buf.data(), f.cols, dtype, static_cast<char*>(dst) + r * f.cols * esize);
     }

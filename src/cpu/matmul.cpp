@@ -1,6 +1,7 @@
 // CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 or group-wise int8 weights, f32 accumulation. The
 // path is chosen per call from cpu::active_isa(): AMX tiles for bf16 weights and several tokens (matmul_amx.cpp),
-// AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the portable loops here, which are also the reference the vector paths are tested against.
+// AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the portable loops here, which are also the reference the
+// vector paths are tested against.
 #include <vector>
 
 #include "cpu/isa.hpp"

@@ -26,8 +26,8 @@ namespace {
 
 #define PHOTON_AMX __attribute__((target("avx512f,avx512bw,avx512vl,amx-tile,amx-bf16")))
 
-constexpr int64_t kTile = 16;       // tile rows (weight rows, or tokens) and f32 columns
-constexpr int64_t kKStep = 32;      // bf16 columns per tile row
+constexpr int64_t kTile = 16;          // tile rows (weight rows, or tokens) and f32 columns
+constexpr int64_t kKStep = 32;         // bf16 columns per tile row
 constexpr int64_t kBlockTokens = 128;  // tokens packed at once: 8 token tiles, 4 MiB of packed pairs at k = 8192
 constexpr int64_t kTileElems = kTile * kKStep;  // bf16 values in one packed activation tile (1 KiB)
 
@@ -54,7 +54,7 @@ inline uint16_t bf16_bits(float f) {
   uint32_t u = 0;
   std::memcpy(&u, &f, sizeof(u));
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                                           // round to nearest even
+  u += 0x7fffu + ((u >> 16) & 1u);                                                       // round to nearest even
   return static_cast<uint16_t>(u >> 16);
 }
 inline float bf16_value(uint16_t b) {
@@ -82,8 +82,8 @@ void pack_tile(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t ks, u
 // Weight rows [j0, j0 + 16 * NA) against token tiles [tt, tt + NB) of the packed block (tokens i0 + 16 tt ...):
 // the sums over all of k, stored into out transposed.
 template <int NA, int NB>
-PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo,
-                           int64_t tt, int64_t tokens, float* out, int64_t n) {
+PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t tt,
+                           int64_t tokens, float* out, int64_t n) {
   const int64_t ksteps = k / kKStep;
   const size_t w_stride = static_cast<size_t>(k) * sizeof(uint16_t);
   const uint16_t* w0 = w + j0 * k;
@@ -141,7 +141,7 @@ bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt) {
 PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const auto* wb = static_cast<const uint16_t*>(w);
   const int64_t ksteps = k / kKStep;
-  const int64_t n_tiles = n / kTile;  // weight rows in whole tiles; the rest go to the AVX-512 path
+  const int64_t n_tiles = n / kTile;         // weight rows in whole tiles; the rest go to the AVX-512 path
   const int64_t chunks = (n_tiles + 1) / 2;  // two weight tiles (32 rows) per chunk, the last may hold one
   const int64_t block_tiles = (std::min(m, kBlockTokens) + kTile - 1) / kTile;
   std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
