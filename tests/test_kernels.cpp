@@ -61,9 +61,18 @@ TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes a
   const auto isa = GENERATE(from_range(available_isas()));
   std::mt19937 rng(static_cast<unsigned>(dtype_size(dtype) * 31 + static_cast<int>(isa)));
   cpu::set_isa_cap(isa);
-  for (auto [m, k, n] :
-       {std::tuple{1, 64, 8}, {1, 37, 13}, {3, 100, 9}, {7, 257, 33}, {5, 16, 1}, {70, 48, 21}, {13, 1100, 11},
-        {2, 96, 16}, {20, 64, 37}, {33, 128, 50}, {131, 64, 96}, {17, 576, 48}}) {
+  for (auto [m, k, n] : {std::tuple{1, 64, 8},
+                         {1, 37, 13},
+                         {3, 100, 9},
+                         {7, 257, 33},
+                         {5, 16, 1},
+                         {70, 48, 21},
+                         {13, 1100, 11},
+                         {2, 96, 16},
+                         {20, 64, 37},
+                         {33, 128, 50},
+                         {131, 64, 96},
+                         {17, 576, 48}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);
@@ -144,9 +153,9 @@ TEST_CASE("dummy weights on the CPU are dummy_value's bits on every path") {
   const auto isa = GENERATE(from_range(available_isas()));
   cpu::set_isa_cap(isa);
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
-    for (const DummyFill& f : {DummyFill{7, 0.0f, 0.05f, 3, 70001, 3, 70001, 0, 0},
-                               DummyFill{11, 1.0f, 0.2f, 10, 131, 6, 37, 5, 90},
-                               DummyFill{3, 0.0f, 1.5f, 4, 65536, 2, 65533, 1, 3}}) {
+    for (const DummyFill& f :
+         {DummyFill{7, 0.0f, 0.05f, 3, 70001, 3, 70001, 0, 0}, DummyFill{11, 1.0f, 0.2f, 10, 131, 6, 37, 5, 90},
+          DummyFill{3, 0.0f, 1.5f, 4, 65536, 2, 65533, 1, 3}}) {
       INFO("cols=" << f.cols << " dtype=" << dtype_name(dtype) << " path=" << cpu::isa_name(isa));
       const size_t count = static_cast<size_t>(f.rows * f.cols);
       std::vector<char> got(count * dtype_size(dtype)), want(got.size());
