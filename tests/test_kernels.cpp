@@ -218,15 +218,26 @@ TEST_CASE("rms_norm and add_rms_norm") {
   CHECK(max_violation(x, ref, 1e-6, 1e-5) <= 1.0);
 }
 
-TEST_CASE("silu_mul, embed and gather_rows") {
+TEST_CASE("swiglu, embed and gather_rows") {
   std::mt19937 rng(5);
-  const auto g = random_floats(1001, rng, -8, 8);
-  const auto u = random_floats(1001, rng);
-  std::vector<float> out(1001);
-  cpu::silu_mul(g.data(), u.data(), 1001, out.data());
-  std::vector<double> ref(1001);
-  for (size_t i = 0; i < ref.size(); ++i) ref[i] = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
-  CHECK(max_violation(out, ref, 1e-6, 1e-5) <= 1.0);
+  // Rows of [gate | up] with padding between them, and a row count and width that split unevenly over threads.
+  for (auto [rows, inter] : {std::pair{1, 1001}, {7, 5000}, {3, 3}}) {
+    const int64_t ld = 2 * inter + 5, ldo = inter + 2;
+    const auto gate_up = random_floats(static_cast<size_t>(rows * ld), rng, -8, 8);
+    std::vector<float> out(static_cast<size_t>(rows * ldo), 7.0f);
+    cpu::swiglu(gate_up.data(), rows, inter, ld, out.data(), ldo);
+    std::vector<float> got;
+    std::vector<double> ref;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < inter; ++i) {
+        const double g = gate_up[static_cast<size_t>(r * ld + i)];
+        ref.push_back(g / (1.0 + std::exp(-g)) * gate_up[static_cast<size_t>(r * ld + inter + i)]);
+        got.push_back(out[static_cast<size_t>(r * ldo + i)]);
+      }
+      CHECK(out[static_cast<size_t>(r * ldo + inter)] == 7.0f);  // nothing written past a row
+    }
+    CHECK(max_violation(got, ref, 1e-6, 1e-5) <= 1.0);
+  }
 
   std::vector<float> table_rounded;
   const auto table = encode(random_floats(10 * 6, rng), DType::kBF16, table_rounded);

@@ -85,11 +85,7 @@ class CpuBackend final : public Backend {
 
   void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) override {
     linear(x, w, scratch);
-    const int64_t inter = out.size(1);
-    for (int64_t r = 0; r < x.size(0); ++r) {
-      const float* row = scratch.data<float>() + r * scratch.stride(0);
-      cpu::silu_mul(row, row + inter, inter, out.data<float>() + r * out.stride(0));
-    }
+    cpu::swiglu(scratch.data<float>(), x.size(0), out.size(1), scratch.stride(0), out.data<float>(), out.stride(0));
   }
 
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
@@ -115,6 +111,7 @@ class CpuBackend final : public Backend {
     const int64_t q_width = q_out.size(1), kv_width = layout.num_kv_heads * hd;
     float* q = q_out.data<float>();
     float* k = qkv.data<float>() + q_width;
+#pragma omp parallel for schedule(static) if (t >= 16)
     for (int64_t i = 0; i < t; ++i) {
       std::memcpy(q + i * q_width, qkv.data<float>() + i * ld, static_cast<size_t>(q_width) * sizeof(float));
     }

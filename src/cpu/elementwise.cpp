@@ -47,11 +47,14 @@ void from_f32(const float* src, int64_t n, DType dtype, void* dst) {
   }
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+void swiglu(const float* gate_up, int64_t rows, int64_t inter, int64_t ld, float* out, int64_t ldo) {
+  // Over rows and columns together: a prompt's rows each hold intermediate_size values, a decode step's one row too.
+#pragma omp parallel for collapse(2) schedule(static) if (rows * inter >= 4096)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const float g = gate_up[r * ld + i];
+      out[r * ldo + i] = g / (1.0f + std::exp(-g)) * gate_up[r * ld + inter + i];
+    }
   }
 }
 

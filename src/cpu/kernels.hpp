@@ -40,8 +40,9 @@ void quantize_int8(const void* w, DType dtype, int64_t n, int64_t k, int64_t gro
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 /// residual += x, then out = rms_norm(residual).
 void add_rms_norm(float* residual, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
-/// out = gate * sigmoid(gate) * up.
-void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+/// SwiGLU of rows whose first `inter` columns are the gate and next `inter` the up projection: out[r, i] =
+/// silu(gate_up[r, i]) * gate_up[r, inter + i]. Rows of gate_up are `ld` floats apart, rows of out `ldo`.
+void swiglu(const float* gate_up, int64_t rows, int64_t inter, int64_t ld, float* out, int64_t ldo);
 /// out[t] = table[id - first_id] widened to f32, or zeros where that is outside the table's `rows` rows;
 /// id = ids[t], or sampled[-ids[t] - 1] for a negative ids[t] (a placeholder for an id sampled earlier; sampled may
 /// then not be null). An int8 table (table_dtype i8) has f32 `scales` [rows, ceil(hidden / group)].

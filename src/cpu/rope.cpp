@@ -41,6 +41,8 @@ void cache_write(const float* k, const float* v, int64_t ld, int64_t num_tokens,
   const size_t elem = dtype_size(dtype);
   const int32_t* slots = kv.slot_mapping;
   const int64_t kv_heads = kv.num_kv_heads;
+  // Tokens have distinct slots, so they write apart.
+#pragma omp parallel for schedule(static) if (num_tokens >= 16)
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (slots[t] < 0) continue;
     const int64_t block = slots[t] / kv.block_size;
