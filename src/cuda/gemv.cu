@@ -180,16 +180,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int sm_count() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    return n > 0 ? n : 132;
-  }();
-  return count;
-}
-
 template <int M, int kRows, bool kSwiglu, bool kInt8>
 void launch_rows(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, int group_threads,
                  void* out, bool out_f32, cudaStream_t s) {

@@ -18,6 +18,18 @@
 
 namespace photon::cuda {
 
+/// Streaming multiprocessors of the current device (read once per process; 132, an H100's, if the query fails).
+/// Grid sizes are chosen in multiples of it.
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n > 0 ? n : 132;
+  }();
+  return count;
+}
+
 #ifdef PHOTON_KERNEL_TRACE
 namespace {  // each CUDA source has its own copy of the pointer, set through its binder (kernel_trace.hpp)
 __device__ trace::Slot* trace_slots = nullptr;

@@ -238,16 +238,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-int sm_count() {
-  static const int count = [] {
-    int device = 0, c = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, device);
-    return c > 0 ? c : 132;
-  }();
-  return count;
-}
-
 // Blocks of kTiles tiles; the fewer the tiles, the more warps share a block's k, so that small matrices still put
 // enough warps on every SM.
 template <int kTiles, bool kSwiglu>
