@@ -55,7 +55,8 @@ TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
 
 // Sizes cover vector tails, every token tile (6, 4, 2 and 1 rows), k past one 512-column block of the prompt GEMM, and
 // for AMX (k a multiple of 32): one and two weight tiles, weight rows past the last tile, one and two token tiles, and
-// tokens past one packed block of 128.
+// tokens past one packed block of 128; for the AVX2 prompt GEMM (48 tokens and more): a short last column block, a
+// partial panel of rows, a partial tile of tokens and tokens past one packed block of 512.
 TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes and every path") {
   const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
   const auto isa = GENERATE(from_range(available_isas()));
@@ -72,7 +73,9 @@ TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes a
                          {20, 64, 37},
                          {33, 128, 50},
                          {131, 64, 96},
-                         {17, 576, 48}}) {
+                         {17, 576, 48},
+                         {50, 300, 19},
+                         {520, 40, 17}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);

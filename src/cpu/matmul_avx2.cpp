@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "cpu/matmul_paths.hpp"
 
@@ -96,10 +97,112 @@ PHOTON_AVX2 void rows_block(const float* x, int64_t m, int64_t ldx, const char* 
   }
 }
 
+// Prompts (many tokens), as BLIS-style GEMMs do it: for each block of kPackK columns, every token's activations are
+// copied into tiles of 6 tokens ([column][token]) and each thread widens the weights of its panels of 16 rows into
+// f32 ([column][row], 16 KiB: stays in L1), once; every tile of 6 tokens then passes the panel in registers — per
+// column two weight vectors, six broadcast activations, twelve multiply-adds (12 accumulators), where the
+// dot-product tiles above need a widening and a load for every two. Both copies make the inner loop read memory
+// contiguously (activation rows a power of two apart would share L1 sets). Later column blocks add to the output.
+constexpr int64_t kPanel = 16, kPackK = 256, kMR = 6;
+constexpr int64_t kPackTokens = 512;      // tokens whose activations are copied at once (8 MiB at k = 4096)
+constexpr int64_t kPackedMinTokens = 48;  // below, widening a panel costs more than the tiles save
+
+template <int WK>
+PHOTON_AVX2 void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int64_t rows, int64_t k0, int64_t kb,
+                            float* packed) {
+  for (int64_t r = 0; r < kPanel; ++r) {
+    if (r >= rows) {
+      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = 0.0f;
+      continue;
+    }
+    const void* row = w + static_cast<size_t>(j0 + r) * w_row_bytes;
+    for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = load_w1<WK>(row, k0 + kk);
+  }
+}
+
+// Tokens [t0, t0 + 6) of x (zeros past m), columns [k0, k0 + kb): xp[kk * 6 + r].
+PHOTON_AVX2 void pack_tokens(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t k0, int64_t kb, float* xp) {
+  for (int64_t r = 0; r < kMR; ++r) {
+    const float* row = x + (t0 + r) * ldx + k0;
+    for (int64_t kk = 0; kk < kb; ++kk) xp[kk * kMR + r] = t0 + r < m ? row[kk] : 0.0f;
+  }
+}
+
+PHOTON_AVX2 inline void panel_tile(const float* xp, const float* packed, int64_t kb, float* out, int64_t ldo,
+                                   int64_t rows, int64_t cols, bool accumulate) {
+  __m256 lo[kMR], hi[kMR];
+  for (int r = 0; r < kMR; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kb; ++kk) {
+    const __m256 w0 = _mm256_load_ps(packed + kk * kPanel), w1 = _mm256_load_ps(packed + kk * kPanel + 8);
+    for (int r = 0; r < kMR; ++r) {
+      const __m256 xv = _mm256_broadcast_ss(xp + kk * kMR + r);
+      lo[r] = _mm256_fmadd_ps(xv, w0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(xv, w1, hi[r]);
+    }
+  }
+  // Unrolled, so the accumulators stay registers (an indexed store loop keeps them in memory across the k loop).
+#pragma GCC unroll 6
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    float* o = out + r * ldo;
+    if (cols == kPanel) {
+      if (accumulate) {
+        lo[r] = _mm256_add_ps(lo[r], _mm256_loadu_ps(o));
+        hi[r] = _mm256_add_ps(hi[r], _mm256_loadu_ps(o + 8));
+      }
+      _mm256_storeu_ps(o, lo[r]);
+      _mm256_storeu_ps(o + 8, hi[r]);
+    } else {
+      alignas(32) float sums[kPanel];
+      _mm256_store_ps(sums, lo[r]);
+      _mm256_store_ps(sums + 8, hi[r]);
+      for (int64_t c = 0; c < cols; ++c) o[c] = accumulate ? o[c] + sums[c] : sums[c];
+    }
+  }
+}
+
+template <int WK>
+PHOTON_AVX2 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, const char* w, size_t w_row_bytes,
+                               int64_t n, float* out) {
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t kblocks = (k + kPackK - 1) / kPackK;
+  const int64_t max_tiles = ((m < kPackTokens ? m : kPackTokens) + kMR - 1) / kMR;
+  std::vector<float> xp(static_cast<size_t>(max_tiles * kMR * kblocks * kPackK));
+  for (int64_t i0 = 0; i0 < m; i0 += kPackTokens) {
+    const int64_t mb = m - i0 < kPackTokens ? m - i0 : kPackTokens;
+    const int64_t tiles = (mb + kMR - 1) / kMR;
+    // Block b's tile t starts at (b * tiles + t) * 6 * kPackK.
+    const auto tile_at = [&](int64_t b, int64_t t) { return xp.data() + (b * tiles + t) * kMR * kPackK; };
+#pragma omp parallel
+    {
+      alignas(32) float packed[kPanel * kPackK];
+#pragma omp for schedule(static)
+      for (int64_t bt = 0; bt < kblocks * tiles; ++bt) {
+        const int64_t b = bt / tiles, t = bt % tiles, k0 = b * kPackK;
+        pack_tokens(x + i0 * ldx, ldx, mb, t * kMR, k0, k - k0 < kPackK ? k - k0 : kPackK, tile_at(b, t));
+      }
+      // Each panel's output (mb x 16) stays in cache while its column blocks are summed into it.
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j0 = p * kPanel;
+        const int64_t cols = n - j0 < kPanel ? n - j0 : kPanel;
+        for (int64_t b = 0; b < kblocks; ++b) {
+          const int64_t k0 = b * kPackK, kb = k - k0 < kPackK ? k - k0 : kPackK;
+          pack_panel<WK>(w, w_row_bytes, j0, cols, k0, kb, packed);
+          for (int64_t t = 0; t < tiles; ++t) {
+            panel_tile(tile_at(b, t), packed, kb, out + (i0 + t * kMR) * n + j0, n, mb - t * kMR, cols, b > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 template <int WK>
 PHOTON_AVX2 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
+  if (m >= kPackedMinTokens) return matmul_packed<WK>(x, m, k, ldx, wb, w_row_bytes, n, out);
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
   constexpr int64_t kRowChunk = 32;
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
