@@ -108,7 +108,8 @@ TEST_CASE(
                                 {6, 256, 33, 128},
                                 {70, 96, 5, 32},
                                 {2, 80, 7, 80},
-                                {5, 52, 6, 52}}) {
+                                {5, 52, 6, 52},
+                                {60, 300, 19, 32}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " path=" << cpu::isa_name(isa));
     std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
     for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0

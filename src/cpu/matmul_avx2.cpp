@@ -7,6 +7,7 @@
 // reached only through the two entry points at the end.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -161,9 +162,10 @@ PHOTON_AVX2 inline void panel_tile(const float* xp, const float* packed, int64_t
   }
 }
 
-template <int WK>
-PHOTON_AVX2 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, const char* w, size_t w_row_bytes,
-                               int64_t n, float* out) {
+// pack(j0, rows, k0, kb, packed) widens weight rows [j0, j0 + rows) x columns [k0, k0 + kb) as pack_panel does.
+template <typename PackPanel>
+PHOTON_AVX2 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, int64_t n, float* out,
+                               const PackPanel& pack) {
   const int64_t panels = (n + kPanel - 1) / kPanel;
   const int64_t kblocks = (k + kPackK - 1) / kPackK;
   const int64_t max_tiles = ((m < kPackTokens ? m : kPackTokens) + kMR - 1) / kMR;
@@ -188,7 +190,7 @@ PHOTON_AVX2 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx
         const int64_t cols = n - j0 < kPanel ? n - j0 : kPanel;
         for (int64_t b = 0; b < kblocks; ++b) {
           const int64_t k0 = b * kPackK, kb = k - k0 < kPackK ? k - k0 : kPackK;
-          pack_panel<WK>(w, w_row_bytes, j0, cols, k0, kb, packed);
+          pack(j0, cols, k0, kb, packed);
           for (int64_t t = 0; t < tiles; ++t) {
             panel_tile(tile_at(b, t), packed, kb, out + (i0 + t * kMR) * n + j0, n, mb - t * kMR, cols, b > 0);
           }
@@ -202,7 +204,11 @@ template <int WK>
 PHOTON_AVX2 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
-  if (m >= kPackedMinTokens) return matmul_packed<WK>(x, m, k, ldx, wb, w_row_bytes, n, out);
+  if (m >= kPackedMinTokens) {
+    return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
+      pack_panel<WK>(wb, w_row_bytes, j0, rows, k0, kb, packed);
+    });
+  }
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
   constexpr int64_t kRowChunk = 32;
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
@@ -288,9 +294,34 @@ PHOTON_AVX2 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, co
     for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = hsum(acc[r][c]) + tail[r][c];
 }
 
+// Int8 weights for prompts: the panel holds the dequantized weights (value x its group's scale, the products the
+// tiles above form), then the same GEMM as bf16 weights.
+PHOTON_AVX2 void pack_panel_i8(const int8_t* w, const float* scales, int64_t group, int64_t groups, int64_t k,
+                               int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
+  for (int64_t r = 0; r < kPanel; ++r) {
+    if (r >= rows) {
+      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = 0.0f;
+      continue;
+    }
+    const int8_t* row = w + (j0 + r) * k;
+    const float* row_scales = scales + (j0 + r) * groups;
+    for (int64_t c = k0; c < k0 + kb;) {  // group by group
+      const int64_t g = c / group;
+      const int64_t end = std::min(k0 + kb, (g + 1) * group);
+      const float scale = row_scales[g];
+      for (; c < end; ++c) packed[(c - k0) * kPanel + r] = static_cast<float>(row[c]) * scale;
+    }
+  }
+}
+
 PHOTON_AVX2 void int8_rows(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                            int64_t group, int64_t n, float* out) {
   const int64_t groups = (k + group - 1) / group;
+  if (m >= kPackedMinTokens) {
+    return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
+      pack_panel_i8(w, scales, group, groups, k, j0, rows, k0, kb, packed);
+    });
+  }
   constexpr int64_t kRowChunk = 32;
   constexpr int kMT = 4, kNT = 2;  // 8 accumulators, 2 scales, 2 weight vectors, 1 activation vector
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
