@@ -124,6 +124,11 @@ PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint1
   }
 }
 
+// The tile state of the calling thread. Separate functions: the body of an OpenMP region is outlined without the
+// target attribute of the function that holds it, so tile instructions may only appear in functions of their own.
+PHOTON_AMX void tiles_begin(const TileConfig& config) { _tile_loadconfig(&config); }
+PHOTON_AMX void tiles_end() { _tile_release(); }
+
 template <int NA>
 PHOTON_AMX void weight_chunk(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo,
                              int64_t token_tiles, int64_t tokens, float* out, int64_t n) {
@@ -149,7 +154,7 @@ PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, co
   const TileConfig config = tile_config();
 #pragma omp parallel
   {
-    _tile_loadconfig(&config);
+    tiles_begin(config);
     for (int64_t i0 = 0; i0 < m; i0 += kBlockTokens) {
       const int64_t tokens = std::min(kBlockTokens, m - i0);
       const int64_t token_tiles = (tokens + kTile - 1) / kTile;
@@ -169,7 +174,7 @@ PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, co
         }
       }
     }
-    _tile_release();
+    tiles_end();
   }
   const int64_t n_main = n_tiles * kTile;
   if (n_main < n) {
