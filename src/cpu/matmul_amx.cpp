@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "cpu/matmul_paths.hpp"
 
 namespace photon::cpu::detail {
@@ -50,20 +51,6 @@ TileConfig tile_config() {
   return c;
 }
 
-inline uint16_t bf16_bits(float f) {
-  uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                                       // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
-inline float bf16_value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f = 0.0f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
 // Packs tokens [t0, t0 + 16) of x (rows past m are zeros) for columns [ks * 32, ks * 32 + 32) into one hi and one lo
 // tile: element (r, t, p) is column ks * 32 + 2r + p of token t0 + t.
 void pack_tile(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t ks, uint16_t* hi, uint16_t* lo) {
@@ -71,10 +58,10 @@ void pack_tile(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t ks, u
     const float* row = t0 + t < m ? x + (t0 + t) * ldx + ks * kKStep : nullptr;
     for (int64_t c = 0; c < kKStep; ++c) {
       const float v = row != nullptr ? row[c] : 0.0f;
-      const uint16_t h = bf16_bits(v);
+      const uint16_t h = f32_to_bf16(v);
       const size_t at = static_cast<size_t>((c / 2) * (2 * kTile) + t * 2 + (c & 1));
       hi[at] = h;
-      lo[at] = bf16_bits(v - bf16_value(h));
+      lo[at] = f32_to_bf16(v - bf16_to_f32(h));
     }
   }
 }
