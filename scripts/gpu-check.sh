@@ -175,6 +175,23 @@ for key in dict.fromkeys(key_of(r) for r in rows):
 PY
 fi
 
+# Decode attention alone (keys and values read per second) at batch 1 over short and long contexts and at batch 64.
+if [ -z "$filter" ] || grep -qE "$filter" <<<"attention"; then
+  "$build/bin/photon_attention_bandwidth" 1x384 1x8192 1x32768 64x4096 1024x192 >"$out/attention.jsonl" 2>&1
+  python3 - "$out/attention.jsonl" "$hbm" <<'PY' | tee -a "$summary"
+import json, sys
+hbm = float(sys.argv[2])
+print("| decode attention | batch x context | splits | us | KV GB/s | of HBM copy |")
+print("| --- | --- | --- | --- | --- | --- |")
+for l in open(sys.argv[1]):
+    if not l.startswith("{"):
+        print(l.strip()); continue
+    r = json.loads(l)
+    print(f'| {r["model"]} | {r["batch"]}x{r["context"]} | {r["splits"]} | {r["us"]:.1f} | {r["gb_per_s"]:.0f} | '
+          f'{100 * r["gb_per_s"] / hbm:.0f}% |' if hbm > 0 else "")
+PY
+fi
+
 # The tensor-parallel all-reduce alone: microseconds per call at decode message sizes, peer path vs NCCL.
 if [ "$gpus" -ge 2 ] && { [ -z "$filter" ] || grep -qE "$filter" <<<"all_reduce"; }; then
   timeout 120 "$build/bin/photon_all_reduce_latency" 8192 16384 65536 262144 1048576 >"$out/all_reduce.jsonl" 2>&1
@@ -208,6 +225,13 @@ if r["num_prompts"] == 1 and hbm > 0:
     # tensor-parallel GPUs reads its 1/N).
     cap = hbm * 1e9 * r.get("tensor_parallel_size", 1) / r["weight_bytes"]
     roof = f", roofline {cap:.0f} tok/s ({100 * r['output_tok_per_s'] / cap:.0f}%)"
+    if r["input_len"] >= 2048 and r.get("kv_bytes_per_token") and r["tpot_ms"]["p50"]:
+        # Long contexts: each step also reads the context's keys and values (on average input + output / 2
+        # tokens); decode speed from the median time per output token, against weights + KV over bandwidth.
+        ctx = r["input_len"] + r["output_len"] / 2
+        cap_kv = hbm * 1e9 * r.get("tensor_parallel_size", 1) / (r["weight_bytes"] + ctx * r["kv_bytes_per_token"])
+        decode = 1e3 / r["tpot_ms"]["p50"]
+        roof += f"; decode {decode:.0f} tok/s, roofline with KV {cap_kv:.0f} tok/s ({100 * decode / cap_kv:.0f}%)"
 print(f"- {name}: {r['output_tok_per_s']:.1f} out tok/s, {r['total_tok_per_s']:.1f} total tok/s, "
       f"TTFT p50/p90/p99 {r['ttft_ms']['p50']:.1f}/{r['ttft_ms']['p90']:.1f}/{r['ttft_ms']['p99']:.1f} ms, "
       f"TPOT p50 {r['tpot_ms']['p50'] if r['tpot_ms']['p50'] is not None else float('nan'):.2f} ms{roof}")
@@ -221,6 +245,10 @@ bench llama1b-b1 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 
 bench qwen06b-b1 120 --model dummy:qwen3-0.6b --num-prompts 1 --input-len 128 --output-len 256
 bench llama8b-b1 180 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 --output-len 256
 bench llama1b-1024x128 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128
+# Long contexts: batch-1 decode after prompts of 8,192 and 32,768 tokens (the first TTFT is one long prompt's).
+bench llama1b-b1-ctx8k 180 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 8192 --output-len 256
+bench llama1b-b1-ctx32k 240 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 32768 --output-len 256
+bench llama1b-64x4096 300 --model dummy:llama-3.2-1b --num-prompts 64 --input-len 4096 --output-len 128
 # The same with sampling (temperature 0.8, top-p 0.95: selected on the GPU), against greedy above.
 bench llama1b-1024x128-topp 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --temperature 0.8 --top-p 0.95

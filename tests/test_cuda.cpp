@@ -372,23 +372,26 @@ TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
   // Short chunks go to the decode kernel; a 100-token chunk (head_dim 64 / 128) to the tensor-core prefill kernel.
-  // KV heads 2, 1 and 4 of 4 query heads: GQA groups of 2, 4 and 1 in the decode kernel.
-  for (auto [hd, long_chunk, kv_heads] : {std::tuple{16, false, 2},
-                                          {24, false, 2},
-                                          {64, false, 2},
-                                          {128, false, 2},
-                                          {256, false, 2},
-                                          {64, true, 2},
-                                          {128, true, 2},
-                                          {64, false, 1},
-                                          {128, false, 1},
-                                          {64, false, 4},
-                                          {128, false, 4},
-                                          {128, true, 1}}) {
+  // KV heads 2, 1 and 4 of 4 query heads, and 1 of 8: GQA groups of 2, 4, 1 and 8 in the decode kernel.
+  for (auto [hd, long_chunk, kv_heads, heads] : {std::tuple{16, false, 2, 4},
+                                                 {24, false, 2, 4},
+                                                 {64, false, 2, 4},
+                                                 {128, false, 2, 4},
+                                                 {256, false, 2, 4},
+                                                 {64, true, 2, 4},
+                                                 {128, true, 2, 4},
+                                                 {64, false, 1, 4},
+                                                 {128, false, 1, 4},
+                                                 {64, false, 4, 4},
+                                                 {128, false, 4, 4},
+                                                 {128, true, 1, 4},
+                                                 {64, false, 1, 8},
+                                                 {128, false, 1, 8}}) {
     std::mt19937 rng(static_cast<unsigned>(hd));
-    const int heads = 4, bs = 4, num_blocks = 40;
-    // Three sequences: a prompt, a chunk after cached context, and one decode token; blocks scattered.
-    const std::vector<int32_t> ctx = {9, 300, 21};
+    const int bs = 4, num_blocks = 530;
+    // Three sequences: a prompt, a chunk after cached context, and one decode token over a long context (its
+    // splits span several chunks of the staged kernel); blocks scattered.
+    const std::vector<int32_t> ctx = {9, 300, 8000};
     const std::vector<int32_t> q_lens = {9, long_chunk ? 100 : 5, 1};
     std::vector<int32_t> perm(num_blocks * 4);
     std::iota(perm.begin(), perm.end(), 0);
@@ -486,17 +489,20 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
         out = read_back(be, o);
       }
     };
-    std::vector<float> cpu_out, gpu_out, gpu_split;
-    run(*b.cpu, DType::kF32, 300, cpu_out);
-    run(*b.gpu, DType::kBF16, 0, gpu_out);      // one block per (token, head)
-    run(*b.gpu, DType::kBF16, 300, gpu_split);  // keys split across blocks (short splits, preloaded), then merged
-    // Two splits of up to 150 keys: splits longer than the preload read the cache as they go (long contexts).
-    std::vector<float> gpu_long_split;
-    run(*b.gpu, DType::kBF16, 64, gpu_long_split);
-    INFO("head_dim " << hd << ", " << kv_heads << " KV heads" << (long_chunk ? ", tensor-core prefill" : ""));
+    // max_seq_len picks the split count and, in the staged kernel, the stages in flight (1 where the longest
+    // split it expects fits one chunk): the contexts may exceed it, and every choice must give the same results.
+    std::vector<float> cpu_out, gpu_out, gpu_split, gpu_long_split, gpu_staged;
+    run(*b.cpu, DType::kF32, 8000, cpu_out);
+    run(*b.gpu, DType::kBF16, 0, gpu_out);          // one block per (token, head), one stage
+    run(*b.gpu, DType::kBF16, 300, gpu_split);      // splits of 30 keys expected, far more met; one stage
+    run(*b.gpu, DType::kBF16, 64, gpu_long_split);  // two splits, each many chunks long
+    run(*b.gpu, DType::kBF16, 100000, gpu_staged);  // the most splits, three slots per warp, each cycled
+    INFO("head_dim " << hd << ", " << heads << " heads, " << kv_heads << " KV heads"
+                     << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_long_split, cpu_out, 2e-2, 3e-2) <= 1.0);
+    CHECK(violation(gpu_staged, cpu_out, 2e-2, 3e-2) <= 1.0);
   }
 }
 

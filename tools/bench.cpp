@@ -1,7 +1,8 @@
 // photon bench: offline throughput and latency. N requests of random prompt ids (length I) each generate exactly O
 // tokens (EOS ignored), all submitted at once after a warm-up; prints a table, and with --json a last stdout line:
 // {"num_prompts", "input_len", "output_len", "elapsed_s", "output_tok_per_s", "total_tok_per_s",
-//  "ttft_ms": {"p50", "p90", "p99"}, "tpot_ms": {...}, "peak_device_bytes", "device"}.
+//  "ttft_ms": {"p50", "p90", "p99"}, "tpot_ms": {...}, "peak_device_bytes", "device", "weight_bytes",
+//  "kv_bytes_per_token" (all layers' keys and values of one token), ...}.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -151,6 +152,8 @@ Status run(Options o) {
              static_cast<double>(stats.weight_bytes) / 1e9, static_cast<double>(stats.kv_cache_bytes) / 1e9,
              stats.kv_capacity_tokens, static_cast<double>(stats.peak_device_bytes) / 1e9);
   if (o.json_output) {
+    const uint64_t kv_bytes_per_token =
+        stats.kv_capacity_tokens > 0 ? stats.kv_cache_bytes / static_cast<uint64_t>(stats.kv_capacity_tokens) : 0;
     const json out = {{"num_prompts", o.num_prompts},
                       {"input_len", o.input_len},
                       {"output_len", o.output_len},
@@ -162,6 +165,7 @@ Status run(Options o) {
                       {"peak_device_bytes", stats.peak_device_bytes},
                       {"device", device},
                       {"weight_bytes", stats.weight_bytes},
+                      {"kv_bytes_per_token", kv_bytes_per_token},
                       {"load_s", load_s},
                       {"quantization", o.config.quantization},
                       {"group_size", o.config.quantization == "int8" ? o.config.group_size : 0},

@@ -1,16 +1,21 @@
 // Causal GQA attention over the paged KV cache, for decode tokens and short chunks.
 //
 // Grid: (query token, group of G query heads sharing one KV head, KV split). Each block reads its KV head's visible
-// keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3), in tiles of
-// kTile: threads score whole keys against the G queries (q in shared memory, K rows as 16-byte vectors), an online
-// softmax per head keeps the running max and sum, then groups of threads own 8-dim slices of V (16-byte loads) and
-// accumulate p * V for different keys at once, reduced across groups at the end. With one split the block writes the
-// bf16 output; with several (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised
-// output) per head, and the last split block of a (token, head group) to finish — counted with an atomic in the
-// workspace — merges them, so a decode step needs no second kernel. Splits are fixed per launch (graphs): a context
-// takes one split per kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once). A
-// split of at most kPreloadKeys keys copies them into shared memory first, the cached ones before the PDL wait.
-// f32 throughout.
+// keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3), with an
+// online softmax per head (running max and sum). With one split the block writes the bf16 output; with several
+// (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised output) per head, and the
+// last split block of a (token, head group) to finish — counted with an atomic in the workspace — merges them, so a
+// decode step needs no second kernel. Splits are fixed per launch (graphs): a context takes one split per
+// kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once).
+//
+// Head dimensions 64 and 128 (every supported model) take the staged kernel: the split's keys are cut into tiles of
+// 4 KB (keys and values) and each warp runs its own online softmax over every fourth tile, streaming its tiles
+// through a ring of up to three shared-memory slots (cp.async), so that a warp's next tiles are in flight while it
+// scores one and no block-wide barrier stands between tiles; the warps' states are combined at the end. The cached
+// keys of each warp's first tiles are requested before the PDL wait, the newest (this step's) after it. Several
+// lanes score each key (16-byte vectors from a swizzled layout without bank conflicts) and groups of lanes own 8-dim
+// slices of V. Other head dimensions take a plain kernel that reads the cache as it goes, one thread per key, in
+// block-wide tiles. f32 throughout.
 #include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
@@ -19,16 +24,18 @@ namespace photon::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kTile = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
 constexpr int kMaxSplits = 64;
 // Keys per split while the launch has splits to spare: short splits keep a batch-1 decode step's attention a few
 // dependent loads long (at 384 keys, 12 splits of 32 keys took 9 µs per layer where 3 splits of 128 took 14).
 constexpr int kSplitKeys = 32;
-constexpr int kPreloadKeys = 64;  // splits up to this long are copied into shared memory first
+constexpr int kWarps = kThreads / 32;
+constexpr int kSlotBytes = 4096;  // one slot of a warp's ring in the staged kernel: a tile's keys and values, bf16
+constexpr int kMaxStages = 3;     // slots per warp (three: four blocks of 52 KB fit an SM)
+constexpr int kTile = 128;        // keys per softmax tile of the plain kernel
 
-// Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims without a specialised kernel: 1).
+// Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims of the plain kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
   const int ratio = heads / kv_heads;
   if (head_dim != 64 && head_dim != 128) return 1;
@@ -37,11 +44,6 @@ int group_size(int heads, int kv_heads, int head_dim) {
   }
   return 1;
 }
-
-// Where 16-byte vector c of preloaded key row r sits in shared memory (in vectors): each thread scores a whole key,
-// so the rows of a quarter-warp, 128 or 256 bytes apart, would all fall on the same banks; XOR-ing the vector index
-// with the row's low bits spreads them over eight bank groups (head dims with >= 8 vectors per row).
-__device__ __forceinline__ int swizzled(int r, int c, int hd) { return r * (hd / 8) + (c ^ (r & 7)); }
 
 // Block-wide max (kMax) or sum of G values at once; every thread gets the results. Contains barriers.
 template <int G, bool kMax>
@@ -63,38 +65,22 @@ __device__ __forceinline__ void block_reduce(float (&v)[G], float (*scratch)[G])
   }
 }
 
-// kVec: dims per thread in the PV stage, 8 (16-byte loads) when head_dim % 8 == 0, else 1. kHeadDim: the head
-// dimension when known at compile time (fully unrolled loads), or 0. G: query heads per block.
-// kPreload (head dims 64 and 128): a split of at most kPreloadKeys keys copies its keys and values into shared
-// memory first — the cached ones before the PDL wait (no kernel of this step writes them), this step's after it —
-// so that only one round of loads (q and the newest keys) follows the wait.
-template <int kVec, int kHeadDim, int G, bool kPreload>
-__global__ void __launch_bounds__(kThreads)
-    attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale, int splits,
-                     uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
-  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
-  const int32_t *query_start = kv.query_start, *seq_lens = kv.seq_lens;
-  const int32_t *block_indptr = kv.block_indptr, *block_indices = kv.block_indices;
-  const int num_seqs = kv.num_seqs, kv_heads = kv.num_kv_heads, head_dim = kv.head_dim, block_size = kv.block_size;
-  const int hd = kHeadDim > 0 ? kHeadDim : head_dim;
-  __shared__ float qs[G][kMaxHeadDim];
-  __shared__ float scores[G][kTile];
-  __shared__ float scratch[kThreads / 32][G];
-  // The groups' partial outputs at the end, and before them (kPreload) the split's keys and values: one pool.
-  constexpr int kPartialFloats = G * kThreads * (kVec == 8 ? 8 : 1);
-  constexpr int kPreloadElems = kPreload ? kPreloadKeys * kHeadDim : 0;  // per K and V, bf16
-  constexpr int kPoolBytes = kPartialFloats * 4 > 4 * kPreloadElems ? kPartialFloats * 4 : 4 * kPreloadElems;
-  __shared__ __align__(16) unsigned char pool[kPoolBytes];
-  auto partial = reinterpret_cast<float(*)[kThreads * (kVec == 8 ? 8 : 1)]>(pool);
-  uint16_t* const pre_k = reinterpret_cast<uint16_t*>(pool);
-  uint16_t* const pre_v = pre_k + kPreloadElems;
+// The keys one block attends over: token t's sequence, its visible context and this split's share of it.
+struct SplitRange {
+  int cached_end;  // keys before it were written by earlier steps; this step's tokens write the rest
+  int live;        // splits with keys for this context (the others leave at once)
+  int key_begin, key_end;
+  const int32_t* blocks;  // the sequence's page table
+};
+
+// Contains a barrier; call it from every thread of the block.
+__device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int splits, int split) {
   __shared__ int seq_shared;
-  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
-  if (tid == 0) {  // the sequence of this token: the last s with query_start[s] <= t
-    int lo = 0, hi = num_seqs - 1;
+  if (threadIdx.x == 0) {  // the sequence of this token: the last s with query_start[s] <= t
+    int lo = 0, hi = kv.num_seqs - 1;
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (query_start[mid] <= t)
+      if (kv.query_start[mid] <= t)
         lo = mid;
       else
         hi = mid - 1;
@@ -105,184 +91,59 @@ __global__ void __launch_bounds__(kThreads)
   // The batch description is the step's input, uploaded before its first kernel: read while the kernel before this
   // one (which writes q and the newest keys) finishes.
   const int s = seq_shared;
-  // Keys before `cached_end` were written by earlier steps; this step's tokens write the rest. Token t sees the
-  // cached keys and this step's up to itself.
-  const int cached_end = seq_lens[s] - (query_start[s + 1] - query_start[s]);
-  const int ctx = cached_end + (t - query_start[s]) + 1;
-  const int32_t* blocks = block_indices + block_indptr[s];
+  SplitRange r;
+  r.cached_end = kv.seq_lens[s] - (kv.query_start[s + 1] - kv.query_start[s]);
+  const int ctx = r.cached_end + (t - kv.query_start[s]) + 1;  // the cached keys and this step's up to t
   // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
-  // split kSplitKeys keys use fewer of them. The empty ones leave at once (no partials, no arrival: the merge
-  // counts the live splits), and a single live split writes the output itself.
-  const int live = min(splits, (ctx + kSplitKeys - 1) / kSplitKeys);
-  if (split >= live) return;
+  // split kSplitKeys keys use fewer of them, and a single live split writes the output itself.
+  r.live = min(splits, (ctx + kSplitKeys - 1) / kSplitKeys);
+  const int per_split = (ctx + r.live - 1) / r.live;
+  r.key_begin = split * per_split;
+  r.key_end = min(ctx, r.key_begin + per_split);
+  r.blocks = kv.block_indices + kv.block_indptr[s];
+  return r;
+}
+
+// The end of every block: reduces the thread groups' accumulators (acc: kVec dims of head g for keys of `group`)
+// through `pool` (G * groups * hd floats of shared memory, free when called), then writes the normalised bf16
+// output (one live split), or this split's partials, and the last split block to arrive merges them:
+// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+template <int G, int kVec>
+__device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float (&running_max)[G],
+                                       const float (&running_sum)[G], int group, int groups, int lane, int hd,
+                                       float* pool, int heads, int h0, int splits, int split, int live, int64_t row,
+                                       uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  const int tid = threadIdx.x;
   const bool direct = live == 1;
-  const int per_split = (ctx + live - 1) / live;
-  const int key_begin = split * per_split;
-  const int key_end = min(ctx, key_begin + per_split);
-  const int kvh = h0 / (heads / kv_heads);
-  const int64_t head_stride = static_cast<int64_t>(block_size) * hd;
-  const int64_t block_stride = 2 * kv_heads * head_stride;
-  const uint16_t* k_base = cache + kvh * head_stride;
-  const uint16_t* v_base = cache + (kv_heads + kvh) * head_stride;
-  const auto key_offset = [=](int key) {
-    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
-  };
-  const bool preload = kPreload && key_end - key_begin <= kPreloadKeys;
-  // Copies the split's cached keys (before cached_end) or this step's (from it) into shared memory.
-  const auto copy_keys = [=](bool cached) {
-    const int from = cached ? key_begin : max(key_begin, cached_end);
-    const int to = cached ? min(key_end, cached_end) : key_end;
-    const int vecs = hd / 8;
-    for (int i = (from - key_begin) * vecs + tid; i < (to - key_begin) * vecs; i += kThreads) {
-      const int row = i / vecs, c = i % vecs;
-      const int64_t at = key_offset(key_begin + row) + c * 8;
-      cp_async16(pre_k + swizzled(row, c, hd) * 8, k_base + at);
-      cp_async16(pre_v + i * 8, v_base + at);
-    }
-    cp_async_commit();
-  };
-  if (preload) copy_keys(true);
-  pdl_begin();
-  if (preload) copy_keys(false);
-  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
-  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
-  if (preload) cp_async_wait<0>();
-  __syncthreads();
-
-  const int lanes = hd / kVec;          // threads covering one key's V row
-  const int groups = kThreads / lanes;  // keys accumulated at once
-  const int group = tid / lanes, lane = tid % lanes;
-  const bool active = group < groups;
-  float acc[G][kVec];
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) acc[g][e] = 0.0f;
-  float running_max[G], running_sum[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) running_max[g] = -INFINITY, running_sum[g] = 0.0f;
-
-  for (int start = key_begin; start < key_end; start += kTile) {
-    const int n = min(kTile, key_end - start);
-    float tile_max[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) tile_max[g] = -INFINITY;
-    for (int j = tid; j < n; j += kThreads) {
-      const int key = start + j;
-      const uint16_t* kp = preload ? pre_k : k_base + key_offset(key);
-      const int k_row = preload ? key - key_begin : 0;
-      float dot[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) dot[g] = 0.0f;
-      if ((hd & 7) == 0) {
-        // Partly unrolled: fully unrolled, the compiler keeps all of q in registers across keys and spills.
-#pragma unroll 4
-        for (int d = 0; d < (kHeadDim > 0 ? kHeadDim : kMaxHeadDim); d += 8) {
-          if (kHeadDim == 0 && d >= hd) break;
-          const uint4 raw = *reinterpret_cast<const uint4*>(kp + (preload ? swizzled(k_row, d / 8, hd) * 8 : d));
-          const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float lo = __uint_as_float(w[e] << 16), hi = __uint_as_float(w[e] & 0xffff0000u);
-#pragma unroll
-            for (int g = 0; g < G; ++g) dot[g] += qs[g][d + 2 * e] * lo + qs[g][d + 2 * e + 1] * hi;
-          }
-        }
-      } else {
-        for (int d = 0; d < hd; ++d) {
-          const float kval = bf2f(kp[d]);
-#pragma unroll
-          for (int g = 0; g < G; ++g) dot[g] += qs[g][d] * kval;
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        scores[g][j] = dot[g];
-        tile_max[g] = fmaxf(tile_max[g], dot[g]);
-      }
-    }
-    block_reduce<G, true>(tile_max, scratch);
-    float alpha[G], tile_sum[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const float new_max = fmaxf(running_max[g], tile_max[g]);
-      alpha[g] = __expf(running_max[g] - new_max);  // 0 on the first tile
-      running_max[g] = new_max;
-      tile_sum[g] = 0.0f;
-    }
-    for (int j = tid; j < n; j += kThreads) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float p = __expf(scores[g][j] - running_max[g]);
-        scores[g][j] = p;
-        tile_sum[g] += p;
-      }
-    }
-    block_reduce<G, false>(tile_sum, scratch);  // its barriers also publish scores[]
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      running_sum[g] = running_sum[g] * alpha[g] + tile_sum[g];
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[g][e] *= alpha[g];
-    }
-    if (active) {
-#pragma unroll 4
-      for (int j = group; j < n; j += groups) {  // unrolled: several V rows in flight per thread
-        const int key = start + j;
-        const uint16_t* vp = (preload ? pre_v + (key - key_begin) * hd : v_base + key_offset(key)) + lane * kVec;
-        if constexpr (kVec == 8) {
-          const uint4 raw = *reinterpret_cast<const uint4*>(vp);
-          const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-            const float p = scores[g][j];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              acc[g][2 * e] += p * __uint_as_float(w[e] << 16);
-              acc[g][2 * e + 1] += p * __uint_as_float(w[e] & 0xffff0000u);
-            }
-          }
-        } else {
-          const float v = bf2f(vp[0]);
-#pragma unroll
-          for (int g = 0; g < G; ++g) acc[g][0] += scores[g][j] * v;
-        }
-      }
-    }
-    __syncthreads();  // scores[] is rewritten by the next tile
-  }
-  // Reduce the groups: partial[head][group][dim]. The softmax state goes through shared memory so that the loops
-  // below index it by a run-time head.
   __shared__ float final_max[G], final_sum[G];
   if (tid == 0) {
 #pragma unroll
     for (int g = 0; g < G; ++g) final_max[g] = running_max[g], final_sum[g] = running_sum[g];
   }
-  if (active) {
+  if (group < groups) {
 #pragma unroll
     for (int g = 0; g < G; ++g)
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) partial[g][group * hd + lane * kVec + e] = acc[g][e];
+      for (int e = 0; e < kVec; ++e) pool[(g * groups + group) * hd + lane * kVec + e] = acc[g][e];
   }
   __syncthreads();
+  const int64_t part_row = static_cast<int64_t>(blockIdx.x) * heads + h0;  // (token, head h0) of the partials
   for (int i = tid; i < G * hd; i += kThreads) {
     const int g = i / hd, d = i % hd;
     float v = 0.0f;
-    for (int k = 0; k < groups; ++k) v += partial[g][k * hd + d];
+    for (int k = 0; k < groups; ++k) v += pool[(g * groups + k) * hd + d];
     if (direct) {
       out[row + i] = f2bf(final_sum[g] > 0.0f ? v / final_sum[g] : 0.0f);
     } else {
-      part_out[((static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits + split) * hd + d] = v;
+      part_out[((part_row + g) * splits + split) * hd + d] = v;
     }
   }
   if (direct) return;
   if (tid < G) {
-    float* ml = part_ml + ((static_cast<int64_t>(blockIdx.x) * heads + h0 + tid) * splits + split) * 2;
+    float* ml = part_ml + ((part_row + tid) * splits + split) * 2;
     ml[0] = final_max[tid];
     ml[1] = final_sum[tid];
   }
-
-  // The last split block of this (token, head group) merges: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
   __shared__ bool last;
   __threadfence();  // this block's partials are visible before its arrival is counted
   __syncthreads();
@@ -294,32 +155,370 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Each split's weight: one (max, sum) pair per lane and split (live <= kMaxSplits = 2 x 32).
   __shared__ float weight[G][kMaxSplits];
   __shared__ float total[G];
   const int warp = tid >> 5, warp_lane = tid & 31;
   for (int g = warp; g < G; g += kThreads / 32) {
-    const float* ml = part_ml + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * 2;
-    float m = -INFINITY;
-    for (int sp = warp_lane; sp < live; sp += 32) m = fmaxf(m, __ldcg(ml + 2 * sp));
-    m = warp_max(m);
-    float l = 0.0f;
-    for (int sp = warp_lane; sp < live; sp += 32) {
-      const float ls = __ldcg(ml + 2 * sp + 1);
-      const float w = ls > 0.0f ? __expf(__ldcg(ml + 2 * sp) - m) : 0.0f;
-      weight[g][sp] = w;
-      l += ls * w;
-    }
-    l = warp_sum(l);
+    const float2* ml = reinterpret_cast<const float2*>(part_ml + (part_row + g) * splits * 2);
+    const float2 a = warp_lane < live ? __ldcg(ml + warp_lane) : make_float2(-INFINITY, 0.0f);
+    const float2 b = warp_lane + 32 < live ? __ldcg(ml + warp_lane + 32) : make_float2(-INFINITY, 0.0f);
+    const float m = warp_max(fmaxf(a.x, b.x));
+    const float wa = a.y > 0.0f ? __expf(a.x - m) : 0.0f, wb = b.y > 0.0f ? __expf(b.x - m) : 0.0f;
+    weight[g][warp_lane] = wa;
+    weight[g][warp_lane + 32] = wb;
+    const float l = warp_sum(a.y * wa + b.y * wb);
     if (warp_lane == 0) total[g] = l;
   }
   __syncthreads();
-  for (int i = tid; i < G * hd; i += kThreads) {
-    const int g = i / hd, d = i % hd;
-    const float* po = part_out + (static_cast<int64_t>(blockIdx.x) * heads + h0 + g) * splits * hd + d;
-    float v = 0.0f;
+  // The weighted sum of the partials, 4 dims per load where the head dim allows; threads that share a column sum
+  // every parts-th split (more loads in flight), then add up through shared memory.
+  constexpr int kW = kVec == 8 ? 4 : 1;
+  const int cols = G * hd / kW;
+  const int parts = max(1, kThreads / cols);
+  __shared__ float4 sums[kThreads];
+  for (int i = tid; i < cols * parts; i += kThreads) {
+    const int col = i % cols, part = i / cols;
+    const int g = col * kW / hd, d = col * kW % hd;
+    const float* po = part_out + (part_row + g) * splits * hd + d;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 8
-    for (int sp = 0; sp < live; ++sp) v += __ldcg(po + static_cast<int64_t>(sp) * hd) * weight[g][sp];
-    out[row + i] = f2bf(v / total[g]);
+    for (int sp = part; sp < live; sp += parts) {
+      const float w = weight[g][sp];
+      if constexpr (kW == 4) {
+        const float4 p = __ldcg(reinterpret_cast<const float4*>(po + static_cast<int64_t>(sp) * hd));
+        v.x += p.x * w, v.y += p.y * w, v.z += p.z * w, v.w += p.w * w;
+      } else {
+        v.x += __ldcg(po + static_cast<int64_t>(sp) * hd) * w;
+      }
+    }
+    if (parts > 1) {
+      sums[i] = v;
+    } else {
+      const float inv = 1.0f / total[g];
+      out[row + col * kW] = f2bf(v.x * inv);
+      if constexpr (kW == 4) {
+        out[row + col * kW + 1] = f2bf(v.y * inv);
+        out[row + col * kW + 2] = f2bf(v.z * inv);
+        out[row + col * kW + 3] = f2bf(v.w * inv);
+      }
+    }
+  }
+  if (parts == 1) return;
+  __syncthreads();
+  for (int col = tid; col < cols; col += kThreads) {
+    float4 v = sums[col];
+    for (int part = 1; part < parts; ++part) {
+      const float4 p = sums[part * cols + col];
+      v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
+    }
+    const int g = col * kW / hd;
+    const float inv = 1.0f / total[g];
+    out[row + col * kW] = f2bf(v.x * inv);
+    if constexpr (kW == 4) {
+      out[row + col * kW + 1] = f2bf(v.y * inv);
+      out[row + col * kW + 2] = f2bf(v.z * inv);
+      out[row + col * kW + 3] = f2bf(v.w * inv);
+    }
+  }
+}
+
+// The staged kernel's unit of work: a tile of keys that one warp scores and accumulates on its own, its keys and
+// values (bf16) filling one 4 KB slot of the warp's ring: 16 keys of head dim 64, 8 of 128.
+template <int kHeadDim>
+constexpr int kTileKeys = kSlotBytes / (kHeadDim * 4);
+
+// Dynamic shared memory of a staged launch: every warp's ring of `stages` slots, or the final reduction's pool where
+// that is larger.
+template <int G>
+constexpr size_t staged_smem(int stages) {
+  const size_t pool = static_cast<size_t>(G) * kThreads * 8 * sizeof(float);
+  const size_t rings = static_cast<size_t>(stages) * kWarps * kSlotBytes;
+  return rings > pool ? rings : pool;
+}
+
+// cp.async.wait_group with a run-time count (0..3 groups left in flight).
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+  if (n >= 3) {
+    cp_async_wait<3>();
+  } else if (n == 2) {
+    cp_async_wait<2>();
+  } else if (n == 1) {
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+}
+
+// The staged kernel (head dims 64 and 128): see the file comment. The split's keys are cut into tiles of
+// kTileKeys; warp w takes tiles w, w + 4, w + 8, ... and runs its own online softmax over them, with `stages`
+// (1..kMaxStages) of its tiles in flight through its ring; the warps' states are combined at the end. The dynamic
+// shared memory holds staged_smem<G>(stages) bytes.
+template <int kHeadDim, int G>
+__global__ void __launch_bounds__(kThreads)
+    staged_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale, int splits,
+                            int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  constexpr int hd = kHeadDim;
+  constexpr int kKeys = kTileKeys<hd>;          // keys per warp tile (16 or 8)
+  constexpr int kParts = 32 / kKeys;            // lanes scoring one key (2 or 4)
+  constexpr int kVecs = hd / 8;                 // 16-byte vectors per key row
+  constexpr int kVecsPerPart = kVecs / kParts;  // 4
+  constexpr int kLanesV = hd / 8;               // lanes covering one V row, 8 dims each
+  constexpr int kKeyGroups = 32 / kLanesV;      // keys a warp accumulates at once (4 or 2)
+  static_assert(kVecs >= 8 && kVecsPerPart * kParts == kVecs && kKeys % kKeyGroups == 0);
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ __align__(16) float qs[G][hd];
+  __shared__ float scratch[kWarps][G];
+  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
+  const int warp = tid >> 5, lane = tid & 31;
+  const SplitRange r = split_range(kv, t, splits, split);
+  if (split >= r.live) return;
+  const int kvh = h0 / (heads / kv.num_kv_heads);
+  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
+  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
+  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
+  const uint16_t* k_base = cache + kvh * head_stride;
+  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
+  const int block_size = kv.block_size;
+  const int32_t* blocks = r.blocks;
+  const auto key_offset = [=](int key) {
+    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+  };
+  // Slot layout: keys [kKeys][hd] with each row's vectors swizzled, then values [kKeys][hd]. Lane p of a key's
+  // kParts reads vectors p, p + kParts, ...; XOR-ing a vector index with a multiple of kParts taken from the row
+  // puts the 8 lanes of a quarter-warp (8 / kParts keys) on 8 different bank groups.
+  const auto k_slot = [](int row, int c) { return row * kVecs + (c ^ ((row & (8 / kParts - 1)) * kParts)); };
+  uint16_t* const ring = reinterpret_cast<uint16_t*>(dynamic_smem + warp * stages * kSlotBytes);
+  const int tiles = (r.key_end - r.key_begin + kKeys - 1) / kKeys;
+  const int my_tiles = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
+  const auto tile_begin = [&](int i) { return r.key_begin + (warp + i * kWarps) * kKeys; };
+  // Copies keys [from, to) of this warp's i-th tile (clipped to the tile) into its slot; one commit group per call.
+  const auto copy = [&](int i, int from, int to) {
+    const int begin = tile_begin(i);
+    from = max(from, begin);
+    to = min(min(to, begin + kKeys), r.key_end);
+    uint16_t* const sk = ring + (i % stages) * (kSlotBytes / 2);
+    uint16_t* const sv = sk + kKeys * hd;
+    for (int e = (from - begin) * kVecs + lane; e < (to - begin) * kVecs; e += 32) {
+      const int row = e / kVecs, v = e % kVecs;
+      const int64_t at = key_offset(begin + row) + v * 8;
+      cp_async16(sk + k_slot(row, v) * 8, k_base + at);
+      cp_async16(sv + e * 8, v_base + at);
+    }
+    cp_async_commit();
+  };
+  const int first = min(stages, my_tiles);
+  for (int i = 0; i < stages; ++i) copy(i, 0, i < first ? r.cached_end : 0);  // cached keys only
+  pdl_begin();
+  for (int i = 0; i < stages; ++i) copy(i, i < first ? r.cached_end : 0, i < first ? r.key_end : 0);
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
+  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
+  __syncthreads();
+
+  float acc[G][8];
+  float running_max[G], running_sum[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    running_max[g] = -INFINITY, running_sum[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
+  }
+  const int key = lane / kParts, part = lane % kParts;
+  const int key_group = lane / kLanesV, v_lane = lane % kLanesV;
+  for (int i = 0; i < my_tiles; ++i) {
+    // Tile i's groups are done when stages - 1 later ones may still be in flight (the first tiles' copies before
+    // and after the wait are two groups each; the count works out the same).
+    cp_async_wait_upto(stages - 1);
+    __syncwarp();  // every lane's copies are visible to the warp
+    const uint16_t* const sk = ring + (i % stages) * (kSlotBytes / 2);
+    const uint16_t* const sv = sk + kKeys * hd;
+    const int n = min(kKeys, r.key_end - tile_begin(i));
+    float dot[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) dot[g] = 0.0f;
+    if (key < n) {
+#pragma unroll
+      for (int j = 0; j < kVecsPerPart; ++j) {
+        const int v = part + kParts * j;
+        float k8[8];
+        unpack8(*reinterpret_cast<const uint4*>(sk + k_slot(key, v) * 8), k8);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float4 a = *reinterpret_cast<const float4*>(&qs[g][v * 8]);
+          const float4 b = *reinterpret_cast<const float4*>(&qs[g][v * 8 + 4]);
+          dot[g] += a.x * k8[0] + a.y * k8[1] + a.z * k8[2] + a.w * k8[3] + b.x * k8[4] + b.y * k8[5] + b.z * k8[6] +
+                    b.w * k8[7];
+        }
+      }
+    }
+    float p[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int o = 1; o < kParts; o <<= 1) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
+      const float new_max = fmaxf(running_max[g], warp_max(key < n ? dot[g] : -INFINITY));
+      const float alpha = __expf(running_max[g] - new_max);  // 0 on the warp's first tile
+      running_max[g] = new_max;
+      p[g] = key < n ? __expf(dot[g] - new_max) : 0.0f;
+      running_sum[g] = running_sum[g] * alpha + warp_sum(part == 0 ? p[g] : 0.0f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= alpha;
+    }
+#pragma unroll
+    for (int j = key_group; j < kKeys; j += kKeyGroups) {
+      float pj[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) pj[g] = __shfl_sync(0xffffffffu, p[g], j * kParts);
+      if (j < n) {
+        float v8[8];
+        unpack8(*reinterpret_cast<const uint4*>(sv + j * hd + v_lane * 8), v8);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[g][e] += pj[g] * v8[e];
+      }
+    }
+    __syncwarp();  // the slot is free: refill it with the tile `stages` ahead
+    copy(i + stages, 0, i + stages < my_tiles ? r.key_end : 0);
+  }
+  cp_async_wait<0>();  // only empty groups remain; the pool in finish() reuses the rings
+  // The warps' states, rescaled to the block's running max, add up.
+  float block_max[G], block_sum[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) block_max[g] = running_max[g];
+  block_reduce<G, true>(block_max, scratch);  // its barriers also mean every warp is done with its ring
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float w = __expf(running_max[g] - block_max[g]);  // 0 for a warp without keys
+    block_sum[g] = lane == 0 ? running_sum[g] * w : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[g][e] *= w;
+  }
+  block_reduce<G, false>(block_sum, scratch);
+  finish<G, 8>(acc, block_max, block_sum, tid / kLanesV, kThreads / kLanesV, v_lane, hd,
+               reinterpret_cast<float*>(dynamic_smem), heads, h0, splits, split, r.live, row, out, part_out, part_ml,
+               arrivals);
+}
+
+// The plain kernel for other head dimensions: one query head per block, each thread scores whole keys read from the
+// cache (16-byte vectors when kVec == 8, i.e. head_dim % 8 == 0), tiles of kTile keys.
+template <int kVec>
+__global__ void __launch_bounds__(kThreads)
+    attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale, int splits,
+                     uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  const int hd = kv.head_dim;
+  __shared__ float qs[1][kMaxHeadDim];
+  __shared__ float scores[1][kTile];
+  __shared__ float scratch[kThreads / 32][1];
+  __shared__ float pool[kThreads * kVec];
+  const int t = tokens[blockIdx.x], h0 = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
+  const SplitRange r = split_range(kv, t, splits, split);
+  if (split >= r.live) return;
+  const int kvh = h0 / (heads / kv.num_kv_heads);
+  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
+  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
+  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
+  const uint16_t* k_base = cache + kvh * head_stride;
+  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
+  const int block_size = kv.block_size;
+  const int32_t* blocks = r.blocks;
+  const auto key_offset = [=](int key) {
+    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+  };
+  pdl_begin();
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;
+  for (int i = tid; i < hd; i += kThreads) qs[0][i] = bf2f(q[row + i]) * scale;
+  __syncthreads();
+
+  const int lanes = hd / kVec;          // threads covering one key's V row
+  const int groups = kThreads / lanes;  // keys accumulated at once
+  const int group = tid / lanes, lane = tid % lanes;
+  float acc[1][kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) acc[0][e] = 0.0f;
+  float running_max[1] = {-INFINITY}, running_sum[1] = {0.0f};
+  for (int start = r.key_begin; start < r.key_end; start += kTile) {
+    const int n = min(kTile, r.key_end - start);
+    float tile_max[1] = {-INFINITY};
+    for (int j = tid; j < n; j += kThreads) {
+      const uint16_t* kp = k_base + key_offset(start + j);
+      float dot = 0.0f;
+      if constexpr (kVec == 8) {
+        for (int d = 0; d < hd; d += 8) {
+          float k8[8];
+          unpack8(*reinterpret_cast<const uint4*>(kp + d), k8);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot += qs[0][d + e] * k8[e];
+        }
+      } else {
+        for (int d = 0; d < hd; ++d) dot += qs[0][d] * bf2f(kp[d]);
+      }
+      scores[0][j] = dot;
+      tile_max[0] = fmaxf(tile_max[0], dot);
+    }
+    block_reduce<1, true>(tile_max, scratch);
+    const float new_max = fmaxf(running_max[0], tile_max[0]);
+    const float alpha = __expf(running_max[0] - new_max);  // 0 on the first tile
+    running_max[0] = new_max;
+    float tile_sum[1] = {0.0f};
+    for (int j = tid; j < n; j += kThreads) {
+      const float p = __expf(scores[0][j] - new_max);
+      scores[0][j] = p;
+      tile_sum[0] += p;
+    }
+    block_reduce<1, false>(tile_sum, scratch);  // its barriers also publish scores[]
+    running_sum[0] = running_sum[0] * alpha + tile_sum[0];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[0][e] *= alpha;
+    if (group < groups) {
+#pragma unroll 4
+      for (int j = group; j < n; j += groups) {
+        const uint16_t* vp = v_base + key_offset(start + j) + lane * kVec;
+        if constexpr (kVec == 8) {
+          float v8[8];
+          unpack8(*reinterpret_cast<const uint4*>(vp), v8);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[0][e] += scores[0][j] * v8[e];
+        } else {
+          acc[0][0] += scores[0][j] * bf2f(vp[0]);
+        }
+      }
+    }
+    __syncthreads();  // scores[] is rewritten by the next tile
+  }
+  finish<1, kVec>(acc, running_max, running_sum, group, groups, lane, hd, pool, heads, h0, splits, split, r.live, row,
+                  out, part_out, part_ml, arrivals);
+}
+
+template <int kHeadDim, int G>
+void launch_staged(dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
+                   const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
+                   unsigned* arrivals) {
+  const size_t smem = staged_smem<G>(stages);
+  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
+  cudaFuncSetAttribute(staged_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(smem));
+  launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits, stages,
+         out, part_out, part_ml, arrivals);
+}
+
+template <int kHeadDim>
+void launch_groups(int group, dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
+                   const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
+                   unsigned* arrivals) {
+  switch (group) {
+    case 8:
+      return launch_staged<kHeadDim, 8>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+                                        arrivals);
+    case 4:
+      return launch_staged<kHeadDim, 4>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+                                        arrivals);
+    case 2:
+      return launch_staged<kHeadDim, 2>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+                                        arrivals);
+    default:
+      return launch_staged<kHeadDim, 1>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+                                        arrivals);
   }
 }
 
@@ -342,7 +541,7 @@ size_t attention_workspace_floats(int max_head_dim) {
 }
 
 void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
-                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s) {
+                     float scale, int splits, int max_seq_len, float* workspace, uint16_t* out, cudaStream_t s) {
   if (num_tokens == 0) return;
   const int head_dim = kv.head_dim;
   const int group = group_size(heads, kv.num_kv_heads, head_dim);
@@ -351,42 +550,23 @@ void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int3
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  const bool preload = splits > 1;  // splits of few keys exist only then
-#define PHOTON_ATTENTION_LAUNCH(VEC, HD, G, PRE)                                                                      \
-  launch(attention_kernel<VEC, HD, G, PRE>, grid, kThreads, 0, s, q, heads, kv, tokens, scale, splits, out, part_out, \
-         part_ml, arrivals)
-#define PHOTON_ATTENTION_PRELOAD(HD, G)       \
-  if (preload) {                              \
-    PHOTON_ATTENTION_LAUNCH(8, HD, G, true);  \
-  } else {                                    \
-    PHOTON_ATTENTION_LAUNCH(8, HD, G, false); \
-  }
-#define PHOTON_ATTENTION_GROUPS(HD)    \
-  switch (group) {                     \
-    case 8:                            \
-      PHOTON_ATTENTION_PRELOAD(HD, 8); \
-      break;                           \
-    case 4:                            \
-      PHOTON_ATTENTION_PRELOAD(HD, 4); \
-      break;                           \
-    case 2:                            \
-      PHOTON_ATTENTION_PRELOAD(HD, 2); \
-      break;                           \
-    default:                           \
-      PHOTON_ATTENTION_PRELOAD(HD, 1); \
-  }
-  if (head_dim == 64) {
-    PHOTON_ATTENTION_GROUPS(64);
-  } else if (head_dim == 128) {
-    PHOTON_ATTENTION_GROUPS(128);
+  if (head_dim == 64 || head_dim == 128) {
+    // Each warp keeps up to kMaxStages of its tiles in flight: as many as the longest split it expects gives it.
+    const int tile = kSlotBytes / (head_dim * 4);
+    const int longest_split = (max_seq_len + splits - 1) / splits;
+    const int stages = max(1, min(kMaxStages, (longest_split + tile * kWarps - 1) / (tile * kWarps)));
+    if (head_dim == 64) {
+      launch_groups<64>(group, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml, arrivals);
+    } else {
+      launch_groups<128>(group, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml, arrivals);
+    }
   } else if (head_dim % 8 == 0) {
-    PHOTON_ATTENTION_LAUNCH(8, 0, 1, false);
+    launch(attention_kernel<8>, grid, kThreads, 0, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+           arrivals);
   } else {
-    PHOTON_ATTENTION_LAUNCH(1, 0, 1, false);
+    launch(attention_kernel<1>, grid, kThreads, 0, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
+           arrivals);
   }
-#undef PHOTON_ATTENTION_PRELOAD
-#undef PHOTON_ATTENTION_GROUPS
-#undef PHOTON_ATTENTION_LAUNCH
 }
 
 }  // namespace photon::cuda

@@ -187,7 +187,7 @@ class CudaBackend final : public Backend {
     const int splits =
         cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
     cuda::paged_attention(bf16(q), heads, kv, b.decode_tokens.data<int32_t>(), b.num_decode_tokens, scale, splits,
-                          static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
+                          b.max_seq_len, static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
   void linear(const Tensor& x, const Weight& w, Tensor& out) override { record(gemm(x, w, out)); }

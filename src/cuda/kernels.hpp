@@ -51,9 +51,10 @@ size_t attention_workspace_floats(int max_head_dim);
 /// Causal GQA attention of q [T, heads * head_dim] over kv's sequences, for the batch rows listed in `tokens`
 /// (num_tokens of them; kv.slot_mapping is not read). `workspace` holds attention_workspace_floats(...) floats when
 /// splits > 1, zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to
-/// launch).
+/// launch). max_seq_len (the longest context the launch may see, as given to attention_splits) only tunes the
+/// kernel's pipelining: any value gives the same results.
 void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
-                     float scale, int splits, float* workspace, uint16_t* out, cudaStream_t s);
+                     float scale, int splits, int max_seq_len, float* workspace, uint16_t* out, cudaStream_t s);
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);

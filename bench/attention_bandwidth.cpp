@@ -1,0 +1,160 @@
+// Streaming speed of decode attention (cuda::paged_attention) over the paged KV cache, against the bytes it must
+// read: every sequence's keys and values once per step. Shapes are the attention layers of the models photon bench
+// runs (query heads, KV heads, head dimension), at batch sizes and context lengths given on the command line; the
+// cache uses the engine's block size (16) with its blocks scattered. Each shape cycles through enough cache copies
+// (>= 512 MiB) that no launch finds its keys in the L2 cache, and the launches run back to back in a CUDA graph
+// with the split count the engine picks for that batch and a graph sized for that context, as decode steps replay
+// them. Prints one JSON line per shape:
+// {"model", "batch", "context", "splits", "us", "kv_bytes", "gb_per_s"} (kv_bytes: keys and values read per call).
+// Usage: photon_attention_bandwidth [BATCHxCONTEXT ...]   (default 1x512 1x8192 1x32768 64x4096)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.hpp"
+
+namespace {
+
+struct Shape {
+  const char* model;
+  int heads;
+  int kv_heads;
+  int head_dim;
+};
+
+constexpr Shape kShapes[] = {
+    {"llama-3.2-1b", 32, 8, 64},
+    {"qwen3-0.6b", 16, 8, 128},
+    {"llama-3.1-8b", 32, 8, 128},
+};
+constexpr int kBlockSize = 16;
+
+#define CHECK_CUDA(call)                                                 \
+  do {                                                                   \
+    const cudaError_t err_ = (call);                                     \
+    if (err_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+template <typename T>
+T* upload(const std::vector<T>& host) {
+  T* device = nullptr;
+  CHECK_CUDA(cudaMalloc(&device, host.size() * sizeof(T)));
+  CHECK_CUDA(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return device;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::pair<int, int>> cases;
+  for (int i = 1; i < argc; ++i) {
+    int batch = 0, context = 0;
+    if (std::sscanf(argv[i], "%dx%d", &batch, &context) != 2 || batch < 1 || context < 1) {
+      std::fprintf(stderr, "'%s': expected BATCHxCONTEXT, e.g. 1x8192\n", argv[i]);
+      return 1;
+    }
+    cases.emplace_back(batch, context);
+  }
+  if (cases.empty()) cases = {{1, 512}, {1, 8192}, {1, 32768}, {64, 4096}};
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  for (const auto& [batch, context] : cases) {
+    for (const Shape& s : kShapes) {
+      // One decode token per sequence, each with `context` keys (its own included) in scattered blocks.
+      const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
+      const int num_blocks = batch * blocks_per_seq;
+      std::vector<int32_t> indices(static_cast<size_t>(num_blocks));
+      std::iota(indices.begin(), indices.end(), 0);
+      std::shuffle(indices.begin(), indices.end(), std::mt19937(7));
+      std::vector<int32_t> query_start(static_cast<size_t>(batch) + 1), indptr(static_cast<size_t>(batch) + 1);
+      std::iota(query_start.begin(), query_start.end(), 0);
+      for (int b = 0; b <= batch; ++b) indptr[static_cast<size_t>(b)] = b * blocks_per_seq;
+      const std::vector<int32_t> seq_lens(static_cast<size_t>(batch), context);
+      int32_t* d_query_start = upload(query_start);
+      int32_t* d_seq_lens = upload(seq_lens);
+      int32_t* d_indptr = upload(indptr);
+      int32_t* d_indices = upload(indices);
+      int32_t* d_tokens = upload(std::vector<int32_t>(query_start.begin(), query_start.end() - 1));
+
+      const size_t block_elems = size_t{2} * s.kv_heads * kBlockSize * s.head_dim;
+      const size_t cache_bytes = block_elems * num_blocks * 2;
+      const size_t kv_bytes = size_t{2} * batch * context * s.kv_heads * s.head_dim * 2;
+      const int copies = static_cast<int>((size_t{512} << 20) / cache_bytes + 1);
+      std::vector<void*> caches(static_cast<size_t>(copies));
+      for (auto& c : caches) {
+        CHECK_CUDA(cudaMalloc(&c, cache_bytes));
+        CHECK_CUDA(cudaMemset(c, 0x3c, cache_bytes));  // bf16 ~0.0115: finite scores and values
+      }
+      const size_t q_elems = static_cast<size_t>(batch) * s.heads * s.head_dim;
+      void *q = nullptr, *out = nullptr;
+      CHECK_CUDA(cudaMalloc(&q, q_elems * 2));
+      CHECK_CUDA(cudaMalloc(&out, q_elems * 2));
+      CHECK_CUDA(cudaMemset(q, 0x3c, q_elems * 2));
+      const size_t workspace_floats = photon::cuda::attention_workspace_floats(s.head_dim);
+      float* workspace = nullptr;
+      CHECK_CUDA(cudaMalloc(&workspace, workspace_floats * 4));
+      CHECK_CUDA(cudaMemset(workspace, 0, workspace_floats * 4));
+      const int splits = photon::cuda::attention_splits(batch, s.heads, s.kv_heads, s.head_dim, context);
+
+      constexpr int kLaunches = 64;
+      auto enqueue = [&] {
+        for (int i = 0; i < kLaunches; ++i) {
+          photon::PagedKv kv;
+          kv.cache = caches[static_cast<size_t>(i % copies)];
+          kv.num_kv_heads = s.kv_heads;
+          kv.block_size = kBlockSize;
+          kv.head_dim = s.head_dim;
+          kv.num_seqs = batch;
+          kv.query_start = d_query_start;
+          kv.seq_lens = d_seq_lens;
+          kv.block_indptr = d_indptr;
+          kv.block_indices = d_indices;
+          photon::cuda::paged_attention(static_cast<const uint16_t*>(q), s.heads, kv, d_tokens, batch, 1.0f / 8.0f,
+                                        splits, context, workspace, static_cast<uint16_t*>(out), stream);
+        }
+      };
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      enqueue();
+      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
+      cudaEvent_t start, stop;
+      CHECK_CUDA(cudaEventCreate(&start));
+      CHECK_CUDA(cudaEventCreate(&stop));
+      constexpr int kReplays = 5;
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms_total = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
+      const double us = 1e3 * ms_total / (kReplays * kLaunches);
+      std::printf(
+          "{\"model\": \"%s\", \"batch\": %d, \"context\": %d, \"splits\": %d, \"us\": %.2f, \"kv_bytes\": %zu, "
+          "\"gb_per_s\": %.1f}\n",
+          s.model, batch, context, splits, us, kv_bytes, static_cast<double>(kv_bytes) / us / 1e3);
+      std::fflush(stdout);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      for (void* c : caches) CHECK_CUDA(cudaFree(c));
+      for (void* p : {static_cast<void*>(q), out, static_cast<void*>(workspace), static_cast<void*>(d_query_start),
+                      static_cast<void*>(d_seq_lens), static_cast<void*>(d_indptr), static_cast<void*>(d_indices),
+                      static_cast<void*>(d_tokens)})
+        CHECK_CUDA(cudaFree(p));
+    }
+  }
+  return 0;
+}
