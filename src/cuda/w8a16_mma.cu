@@ -274,6 +274,163 @@ void run(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int
   if constexpr (!kSwiglu) launch_tiles<1, false>(x, m, ldx, w, n, k, out, out_f32, s);
 }
 
+// The W8A16 GEMM for more rows (w8a16_gemm): block tiles of kGemmM activation rows x kGemmN weight rows, k in steps
+// of 64 through a kGemmStages-deep cp.async ring shared by the block's four warps (2 x 2, each 32 x 64). Operands
+// keep the k assignment of the kernel above: lane (r, t) takes bytes 16 t .. 16 t + 15 of a weight row's step and
+// the same 16 columns of an activation row, so a weight row widens into the b fragments of the four mma steps and
+// two 16-byte activation loads per row give their a fragments. Activation rows are stored with 16-byte chunk c at
+// c ^ (row & 1), which puts a quarter-warp's loads (two rows, chunks 2 t or 2 t + 1) on eight bank groups; weight
+// rows (64 bytes) are conflict-free as they are. Each group's partial sums are scaled once, in f32, at the group's
+// end. Blocks of the same weight tile are neighbours in the grid (M tiles vary fastest), so a weight tile is read
+// from memory once while they run.
+constexpr int kGemmM = 64;
+constexpr int kGemmN = 128;
+constexpr int kGemmStages = 3;
+constexpr int kGemmThreads = 128;
+constexpr int kGemmStageBytes = kGemmM * kStep * 2 + kGemmN * kStep;  // activations (bf16) and weights (int8)
+
+__global__ void __launch_bounds__(kGemmThreads)
+    w8a16_gemm_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, Int8Weights wt, int n, int k,
+                      void* __restrict__ out, bool out_f32) {
+  extern __shared__ __align__(16) unsigned char gemm_smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.x * kGemmM, col0 = blockIdx.y * kGemmN;
+  const int warp_m = (warp & 1) * 32, warp_n = (warp >> 1) * 64;
+  const int steps = k / kStep, steps_per_group = wt.group / kStep;
+  const auto stage_x = [&](int st) { return reinterpret_cast<uint4*>(gemm_smem + st * kGemmStageBytes); };
+  const auto stage_w = [&](int st) {
+    return reinterpret_cast<uint4*>(gemm_smem + st * kGemmStageBytes + kGemmM * kStep * 2);
+  };
+  // Loaders: thread i copies 16-byte chunks i, i + 128, ... of the tile (activations: 8 chunks a row; weights: 4).
+  const auto load_w = [&](int s) {
+    uint4* dst = stage_w(s % kGemmStages);
+#pragma unroll
+    for (int c = threadIdx.x; c < kGemmN * 4; c += kGemmThreads) {
+      const int row = c / 4, chunk = c % 4;
+      const int64_t src_row = min(col0 + row, n - 1);  // rows past n repeat the last one and are not stored
+      cp_async16(dst + c, wt.values + src_row * k + s * kStep + chunk * 16);
+    }
+  };
+  const auto load_x = [&](int s) {
+    uint4* dst = stage_x(s % kGemmStages);
+#pragma unroll
+    for (int c = threadIdx.x; c < kGemmM * 8; c += kGemmThreads) {
+      const int row = c / 8, chunk = c % 8;
+      const bool valid = row0 + row < m;  // rows past m are zeros
+      const int64_t src_row = valid ? row0 + row : 0;
+      cp_async16(dst + row * 8 + (chunk ^ (row & 1)), x + src_row * ldx + s * kStep + chunk * 8, valid);
+    }
+  };
+  // The first stages' weights stream in while the kernel before this one finishes; each stage's activations then
+  // close its commit group.
+#pragma unroll
+  for (int s = 0; s < kGemmStages - 1; ++s) {
+    if (s < steps) load_w(s);
+  }
+  pdl_begin();
+#pragma unroll
+  for (int s = 0; s < kGemmStages - 1; ++s) {
+    if (s < steps) load_x(s);
+    cp_async_commit();
+  }
+
+  float acc[2][8][4], part[2][8][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = part[i][j][e] = 0.0f;
+  // Scales of this lane's columns 2t and 2t + 1 of each 8-column tile, for the current group.
+  float sc[8][2];
+
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kGemmStages - 2>();
+    __syncthreads();  // stage s is in for every thread, and every warp is done with the slot refilled next
+    if (s + kGemmStages - 1 < steps) {
+      load_w(s + kGemmStages - 1);
+      load_x(s + kGemmStages - 1);
+    }
+    cp_async_commit();
+    const int group = s / steps_per_group;
+    if (s % steps_per_group == 0) {  // used at the group's end: the loads have its steps' math to land
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t col = min(col0 + warp_n + 8 * j + 2 * t + e, n - 1);
+          sc[j][e] = __ldg(wt.scales + col * wt.groups + group);
+        }
+    }
+    const uint4* sx = stage_x(s % kGemmStages);
+    const uint4* sw = stage_w(s % kGemmStages);
+    uint32_t a_lo[2][8], a_hi[2][8];  // rows r and r + 8 of each 16-row tile, 16 columns as fp16 pairs
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp_m + 16 * i + r + 8 * h;
+        const uint4 v0 = sx[row * 8 + ((2 * t) ^ (row & 1))];
+        const uint4 v1 = sx[row * 8 + ((2 * t + 1) ^ (row & 1))];
+        const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (h == 0) {
+            a_lo[i][e] = bf16x2_to_f16x2(w[e]);
+          } else {
+            a_hi[i][e] = bf16x2_to_f16x2(w[e]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint32_t b[8];
+      widen16(sw[(warp_n + 8 * j + r) * 4 + t], b);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          mma_f16(part[i][j], a_lo[i][2 * q], a_hi[i][2 * q], a_lo[i][2 * q + 1], a_hi[i][2 * q + 1], b[2 * q],
+                  b[2 * q + 1]);
+    }
+    if ((s + 1) % steps_per_group == 0 || s + 1 == steps) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[i][j][e] = fmaf(part[i][j][e], sc[j][e & 1], acc[i][j][e]);
+            part[i][j][e] = 0.0f;
+          }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Accumulator e of tile (i, j): row warp_m + 16 i + r (+ 8 for e >= 2), column warp_n + 8 j + 2 t + (e & 1).
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + warp_m + 16 * i + r + 8 * h;
+      if (row >= m) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int col = col0 + warp_n + 8 * j + 2 * t;
+        const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        const int64_t at = static_cast<int64_t>(row) * n + col;
+        if (out_f32) {
+          if (col < n) static_cast<float*>(out)[at] = v0;
+          if (col + 1 < n) static_cast<float*>(out)[at + 1] = v1;
+        } else {
+          if (col < n) static_cast<uint16_t*>(out)[at] = f2bf(v0);
+          if (col + 1 < n) static_cast<uint16_t*>(out)[at + 1] = f2bf(v1);
+        }
+      }
+    }
+}
+
 }  // namespace
 
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group) {
@@ -288,6 +445,19 @@ void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int 
 void w8a16_mma_swiglu(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s) {
   run<true>(x, m, ldx, w, inter, k, out, false, s);
+}
+
+bool w8a16_gemm_supported(int k, int64_t ldx, int group) {
+  return k % kStep == 0 && ldx % 8 == 0 && group % kStep == 0;
+}
+
+void w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+                cudaStream_t s) {
+  if (m == 0 || n == 0) return;
+  constexpr size_t smem = static_cast<size_t>(kGemmStages) * kGemmStageBytes;
+  cudaFuncSetAttribute(w8a16_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const dim3 grid(static_cast<unsigned>((m + kGemmM - 1) / kGemmM), static_cast<unsigned>((n + kGemmN - 1) / kGemmN));
+  launch(w8a16_gemm_kernel, grid, kGemmThreads, smem, s, x, m, ldx, w, n, k, out, out_f32);
 }
 
 }  // namespace photon::cuda
