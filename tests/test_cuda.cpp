@@ -153,10 +153,9 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   REQUIRE_GPU(b);
   std::mt19937 rng(23);
   // 2 to 16 rows with k and the group multiples of 64 take the tensor-core kernel (one, two or four tiles per block
-  // by the matrix's size; rows 8..15 when m > 8), one row and other shapes of up to 8 rows the SIMT GEMV; more rows
-  // take the tensor-core GEMM (partial 64 x 128 tiles in both directions, several k steps per group, a shorter last
-  // group), and shapes it does not take (a group of 32) widen the weights to bf16 for cuBLASLt; k not a multiple of
-  // the group, k below one group, and output counts that are not multiples of the 8-row tiles.
+  // by the matrix's size; rows 8..15 when m > 8), one row and other shapes of up to 8 rows the SIMT GEMV, larger M
+  // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group,
+  // and output counts that are not multiples of the 8-row tiles.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
                                 {3, 1024, 77, 128},
                                 {8, 2048, 333, 64},
@@ -168,8 +167,6 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
                                 {12, 192, 6500, 64},
                                 {17, 96, 300, 32},
                                 {130, 256, 64, 128},
-                                {17, 320, 300, 128},
-                                {64, 2048, 128, 64},
                                 {200, 1024, 1000, 256}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
     const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // bf16 values, [2n, k] for SwiGLU
@@ -195,9 +192,9 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     b.gpu->linear(gx, gq, gout);
     REQUIRE(b.gpu->take_error().is_ok());
     const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
-    // The GEMV and the tensor-core kernels sum in f32 like the CPU; cuBLASLt multiplies bf16-rounded dequantized
+    // The GEMV and the tensor-core kernel sum in f32 like the CPU; the GEMM path multiplies bf16-rounded dequantized
     // weights.
-    const bool skinny = m <= 8 || (k % 64 == 0 && group % 64 == 0);
+    const bool skinny = m <= 8 || (m <= 16 && k % 64 == 0 && group % 64 == 0);
     CHECK(violation(read_back(*b.gpu, gout), ref, 1e-2, skinny ? 1e-3 : 1e-2) <= 1.0);
 
     Tensor cscratch = Tensor::empty({m, 2 * n}, DType::kF32, default_cpu_allocator()).value();

@@ -353,15 +353,6 @@ class CudaBackend final : public Backend {
     const bool out_f32 = out.dtype() == DType::kF32;
     if (w.quantized()) {
       if (int8_skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
-      static const int64_t max_rows = [] {
-        const char* v = std::getenv("PHOTON_W8A16_GEMM_MAX_ROWS");
-        return v != nullptr ? std::atoll(v) : int64_t{4096};
-      }();
-      if (m <= max_rows && cuda::w8a16_gemm_supported(static_cast<int>(k), ldx, static_cast<int>(w.group_size))) {
-        cuda::w8a16_gemm(bf16(x), static_cast<int>(m), ldx, int8(w), static_cast<int>(n), static_cast<int>(k),
-                         out.raw(), out_f32, stream_);
-        return Status::ok();
-      }
       auto* wide = bf16_mut(dequantized_);
       cuda::dequantize_int8(int8(w), n, k, wide, stream_);
       return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);

@@ -82,13 +82,6 @@ void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int 
                cudaStream_t s);
 void w8a16_mma_swiglu(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s);
-/// Whether w8a16_gemm handles this shape: K and the group multiples of 64, the row stride a multiple of 8.
-bool w8a16_gemm_supported(int k, int64_t ldx, int group);
-/// out[M, N] = x[M, K] (bf16, row stride ldx) times int8 weights [N, K] on the tensor cores, for any M (meant for
-/// more rows than w8a16_mma takes): each group's f32 sum of exact fp16 products (activations converted to fp16,
-/// saturating past +-65504) scaled by its scale; bf16 or f32 (out_f32) output with row stride N.
-void w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-                cudaStream_t s);
 /// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =
 /// max |w| / 127 per group, round-half-even of w / scale).
 void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales, cudaStream_t s);
