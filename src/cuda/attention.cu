@@ -8,17 +8,24 @@
 // decode step needs no second kernel. Splits are fixed per launch (graphs): a context takes one split per
 // kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once).
 //
-// Head dimensions 64 and 128 (every supported model) take the staged kernel: the split's keys are cut into tiles of
-// 4 KB (keys and values) and each warp runs its own online softmax over every fourth tile, streaming its tiles
-// through a ring of up to three shared-memory slots (cp.async), so that a warp's next tiles are in flight while it
-// scores one and no block-wide barrier stands between tiles; the warps' states are combined at the end. The cached
-// keys of each warp's first tiles are requested before the PDL wait, the newest (this step's) after it. Several
-// lanes score each key (16-byte vectors from a swizzled layout without bank conflicts) and groups of lanes own 8-dim
-// slices of V. Other head dimensions take a plain kernel that reads the cache as it goes, one thread per key, in
-// block-wide tiles. f32 throughout.
+// Head dimensions 64 and 128 (every supported model) cut a split's keys into tiles that the block's four warps take
+// in turn, each warp running its own online softmax and streaming its tiles through a ring of up to three
+// shared-memory slots (cp.async), so that its next tiles are in flight while it works on one and no block-wide
+// barrier stands between tiles; the warps' states are combined at the end. The cached keys of each warp's first
+// tiles are requested before the PDL wait, the newest (this step's) after it. Two kernels do a tile's math:
+// - the tensor-core kernel (tiles of 16 keys): S = Q K^T and O += P V with mma.sync, the G query heads as the rows
+//   of the A operand, P rounded to bf16 as FlashAttention does; a few instructions per key where SIMT needs dozens;
+// - the staged kernel (4 KB tiles), SIMT in f32: several lanes score each key from a swizzled layout and groups of
+//   lanes own 8-dim slices of V. It stays for head dim 128 with GQA groups of 1 or 2 over long contexts, where its
+//   work is small and it streams faster (launch_head_dim says when).
+// Other head dimensions take a plain kernel that reads the cache as it goes, one thread per key, in block-wide
+// tiles. f32 accumulation throughout.
+#include <type_traits>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
+#include "cuda/mma.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -104,29 +111,18 @@ __device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int 
   return r;
 }
 
-// The end of every block: reduces the thread groups' accumulators (acc: kVec dims of head g for keys of `group`)
-// through `pool` (G * groups * hd floats of shared memory, free when called), then writes the normalised bf16
+// The end of every block, once `pool` (G * groups * hd floats of shared memory) holds `groups` partial outputs of
+// each head g at pool[(g * groups + k) * hd + d], already scaled to the block's running max final_max[g] (natural-log
+// units) whose softmax sum is final_sum[g] (both in shared memory): adds them up, then writes the normalised bf16
 // output (one live split), or this split's partials, and the last split block to arrive merges them:
-// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+// out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. kVec: 8 when head_dim % 8 == 0 (vector loads in the merge).
 template <int G, int kVec>
-__device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float (&running_max)[G],
-                                       const float (&running_sum)[G], int group, int groups, int lane, int hd,
-                                       float* pool, int heads, int h0, int splits, int split, int live, int64_t row,
-                                       uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+__device__ __forceinline__ void finish_pooled(const float* pool, int groups, int hd, const float* final_max,
+                                              const float* final_sum, int heads, int h0, int splits, int split,
+                                              int live, int64_t row, uint16_t* out, float* part_out, float* part_ml,
+                                              unsigned* arrivals) {
   const int tid = threadIdx.x;
   const bool direct = live == 1;
-  __shared__ float final_max[G], final_sum[G];
-  if (tid == 0) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) final_max[g] = running_max[g], final_sum[g] = running_sum[g];
-  }
-  if (group < groups) {
-#pragma unroll
-    for (int g = 0; g < G; ++g)
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) pool[(g * groups + group) * hd + lane * kVec + e] = acc[g][e];
-  }
-  __syncthreads();
   const int64_t part_row = static_cast<int64_t>(blockIdx.x) * heads + h0;  // (token, head h0) of the partials
   for (int i = tid; i < G * hd; i += kThreads) {
     const int g = i / hd, d = i % hd;
@@ -223,6 +219,29 @@ __device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float 
   }
 }
 
+// finish_pooled for kernels whose threads hold acc: kVec dims (from lane * kVec) of head g for the keys of thread
+// group `group`, with the block's running max and sum in every thread; `pool` must be free when called.
+template <int G, int kVec>
+__device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float (&running_max)[G],
+                                       const float (&running_sum)[G], int group, int groups, int lane, int hd,
+                                       float* pool, int heads, int h0, int splits, int split, int live, int64_t row,
+                                       uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  __shared__ float final_max[G], final_sum[G];
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) final_max[g] = running_max[g], final_sum[g] = running_sum[g];
+  }
+  if (group < groups) {
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) pool[(g * groups + group) * hd + lane * kVec + e] = acc[g][e];
+  }
+  __syncthreads();
+  finish_pooled<G, kVec>(pool, groups, hd, final_max, final_sum, heads, h0, splits, split, live, row, out, part_out,
+                         part_ml, arrivals);
+}
+
 // The staged kernel's unit of work: a tile of keys that one warp scores and accumulates on its own, its keys and
 // values (bf16) filling one 4 KB slot of the warp's ring: 16 keys of head dim 64, 8 of 128.
 template <int kHeadDim>
@@ -250,7 +269,7 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
   }
 }
 
-// The staged kernel (head dims 64 and 128): see the file comment. The split's keys are cut into tiles of
+// The staged kernel (head dim 128; see the file comment). The split's keys are cut into tiles of
 // kTileKeys; warp w takes tiles w, w + 4, w + 8, ... and runs its own online softmax over them, with `stages`
 // (1..kMaxStages) of its tiles in flight through its ring; the warps' states are combined at the end. The dynamic
 // shared memory holds staged_smem<G>(stages) bytes.
@@ -400,6 +419,210 @@ __global__ void __launch_bounds__(kThreads)
                arrivals);
 }
 
+// The tensor-core kernel (head dims 64 and 128). Tiles of kMmaKeys keys, dealt to the warps in turn as in the staged
+// kernel; per tile a warp computes S = Q K^T and O += P V with mma.sync m16n8k16 (bf16 in, f32 accumulate), the G
+// query heads as rows 0..G-1 of the 16-row A operand (the other rows are zero and never read). Operands come from
+// shared memory with 16-byte loads in fragment order, not ldmatrix:
+// - Q K^T sums over head dims, in any order that Q and K agree on: lane 4g + t holds, for its key g (and g + 8), the
+//   16-byte chunks 4p + t of the key row (p < hd / 32), whose words are the b0, b1 of k-steps 2p and 2p + 1, and
+//   takes the same chunks of its query row g as a0, a2. Key rows are stored with chunk c at c ^ 4 (row & 1), so a
+//   quarter-warp's eight 16-byte loads fall on eight bank groups.
+// - P V sums over the tile's keys: P comes straight from the S accumulators (rounded to bf16, as FlashAttention
+//   does); lane 4g + t reads keys 2t, 2t + 1, 2t + 8, 2t + 9 of the 16-byte value chunks g + 8i, and byte permutes
+//   pair the keys of one dim into b0, b1. Output tile j = 8i + e thus holds dim (n + 8i) * 8 + e in its column n.
+//   Value rows are stored with chunk c at c ^ 2 ((row / 2) & 3), conflict-free for those reads.
+// The exponentials are base 2 (S scaled by scale * log2 e); maxima leave the kernel in natural-log units.
+constexpr int kMmaKeys = 16;
+template <int kHeadDim>
+constexpr int kMmaSlotBytes = 2 * kMmaKeys * kHeadDim * 2;  // a tile's keys and values, bf16
+template <int kHeadDim>
+constexpr int kMmaMaxStages = kHeadDim == 64 ? 3 : 2;  // 48 or 64 KB of rings per block
+
+template <int kHeadDim, int G>
+constexpr size_t mma_smem(int stages) {
+  const size_t pool = static_cast<size_t>(G) * kWarps * kHeadDim * sizeof(float);
+  const size_t rings = static_cast<size_t>(stages) * kWarps * kMmaSlotBytes<kHeadDim>;
+  return rings > pool ? rings : pool;
+}
+
+template <int kHeadDim, int G>
+__global__ void __launch_bounds__(kThreads)
+    mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2,
+                         int splits, int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+  constexpr int hd = kHeadDim;
+  constexpr int kVecs = hd / 8;                        // 16-byte chunks per row
+  constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;    // bf16 elements per ring slot
+  constexpr int kDimTiles = hd / 8;                    // n8 tiles of the output
+  static_assert(G <= 8 && (hd == 64 || hd == 128));
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];
+  __shared__ float warp_ml[kWarps][G][2];
+  __shared__ float final_max[G], final_sum[G];
+  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const SplitRange r = split_range(kv, t, splits, split);
+  if (split >= r.live) return;
+  const int kvh = h0 / (heads / kv.num_kv_heads);
+  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
+  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
+  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
+  const uint16_t* k_base = cache + kvh * head_stride;
+  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
+  const int block_size = kv.block_size;
+  const int32_t* blocks = r.blocks;
+  const auto key_offset = [=](int key) {
+    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
+  };
+  const auto k_pos = [](int row, int c) { return row * kVecs + (c ^ ((row & 1) << 2)); };
+  const auto v_pos = [](int row, int c) { return row * kVecs + (c ^ (((row >> 1) & 3) << 1)); };
+  uint16_t* const ring = reinterpret_cast<uint16_t*>(dynamic_smem) + warp * stages * kSlotElems;
+  const int tiles = (r.key_end - r.key_begin + kMmaKeys - 1) / kMmaKeys;
+  const int my_tiles = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
+  const auto tile_begin = [&](int i) { return r.key_begin + (warp + i * kWarps) * kMmaKeys; };
+  // Copies keys [from, to) of this warp's i-th tile (clipped to the tile) into its slot, one commit group per call;
+  // the call that reaches the split's end also zeroes the slot's rows past it (no stale or uninitialised bits
+  // reach the P V product, where 0 * NaN would poison the sum).
+  const auto copy = [&](int i, int from, int to) {
+    const int begin = tile_begin(i);
+    const int lo = max(from, begin), hi = min(min(to, begin + kMmaKeys), r.key_end);
+    uint16_t* const sk = ring + (i % stages) * kSlotElems;
+    uint16_t* const sv = sk + kMmaKeys * hd;
+    for (int e = (lo - begin) * kVecs + lane; e < (hi - begin) * kVecs; e += 32) {
+      const int row = e / kVecs, c = e % kVecs;
+      const int64_t at = key_offset(begin + row) + c * 8;
+      cp_async16(sk + k_pos(row, c) * 8, k_base + at);
+      cp_async16(sv + v_pos(row, c) * 8, v_base + at);
+    }
+    if (to == r.key_end && begin < r.key_end) {
+      for (int e = (r.key_end - begin) * kVecs + lane; e < kMmaKeys * kVecs; e += 32) {
+        const int row = e / kVecs, c = e % kVecs;
+        *reinterpret_cast<uint4*>(sk + k_pos(row, c) * 8) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(sv + v_pos(row, c) * 8) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    cp_async_commit();
+  };
+  const int first = min(stages, my_tiles);
+  for (int i = 0; i < stages; ++i) copy(i, 0, i < first ? r.cached_end : 0);  // cached keys only
+  pdl_begin();
+  for (int i = 0; i < stages; ++i) copy(i, i < first ? r.cached_end : 0, i < first ? r.key_end : 0);
+
+  // Q fragments of rows g < G: a0 and a2 of each k-step (a1 and a3, rows 8..15, are zero).
+  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
+  uint32_t qf[hd / 16][2];
+#pragma unroll
+  for (int p = 0; p < hd / 32; ++p) {
+    const uint4 v = g < G ? *reinterpret_cast<const uint4*>(q + row + g * hd + (4 * p + t4) * 8) : make_uint4(0, 0, 0, 0);
+    qf[2 * p][0] = v.x, qf[2 * p][1] = v.y, qf[2 * p + 1][0] = v.z, qf[2 * p + 1][1] = v.w;
+  }
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int j = 0; j < kDimTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float running_max = -INFINITY, running_sum = 0.0f;  // row g; the sum over this lane's columns only
+
+  for (int i = 0; i < my_tiles; ++i) {
+    cp_async_wait_upto(stages - 1);  // tile i has landed (see the staged kernel)
+    __syncwarp();
+    const uint16_t* const sk = ring + (i % stages) * kSlotElems;
+    const uint16_t* const sv = sk + kMmaKeys * hd;
+    const int n = min(kMmaKeys, r.key_end - tile_begin(i));  // keys of this tile (>= 1)
+
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int p = 0; p < hd / 32; ++p) {
+        const uint4 kw = *reinterpret_cast<const uint4*>(sk + k_pos(nt * 8 + g, 4 * p + t4) * 8);
+        const uint32_t a_lo[4] = {qf[2 * p][0], 0u, qf[2 * p][1], 0u};
+        const uint32_t a_hi[4] = {qf[2 * p + 1][0], 0u, qf[2 * p + 1][1], 0u};
+        mma_bf16(s[nt], a_lo, kw.x, kw.y);
+        mma_bf16(s[nt], a_hi, kw.z, kw.w);
+      }
+    }
+    // Online softmax of row g over keys nt * 8 + 2 t4 + e (the quad of lanes 4g .. 4g + 3 holds the row).
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = nt * 8 + 2 * t4 + e < n ? s[nt][e] * scale_log2 : -INFINITY;
+        s[nt][e] = v;
+        tile_max = fmaxf(tile_max, v);
+      }
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(running_max, tile_max);  // finite: key 0 of the tile is always valid
+    const float alpha = exp2f(running_max - new_max);     // 0 on the warp's first tile
+    running_max = new_max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - new_max);
+        sum += s[nt][e];
+      }
+    }
+    running_sum = running_sum * alpha + sum;
+    const uint32_t pa[4] = {pack_bf16(s[0][0], s[0][1]), 0u, pack_bf16(s[1][0], s[1][1]), 0u};
+#pragma unroll
+    for (int ci = 0; ci < hd / 64; ++ci) {
+      const int c = g + 8 * ci;
+      const uint4 v0 = *reinterpret_cast<const uint4*>(sv + v_pos(2 * t4, c) * 8);
+      const uint4 v1 = *reinterpret_cast<const uint4*>(sv + v_pos(2 * t4 + 1, c) * 8);
+      const uint4 v2 = *reinterpret_cast<const uint4*>(sv + v_pos(2 * t4 + 8, c) * 8);
+      const uint4 v3 = *reinterpret_cast<const uint4*>(sv + v_pos(2 * t4 + 9, c) * 8);
+      const uint32_t w0[4] = {v0.x, v0.y, v0.z, v0.w}, w1[4] = {v1.x, v1.y, v1.z, v1.w};
+      const uint32_t w2[4] = {v2.x, v2.y, v2.z, v2.w}, w3[4] = {v3.x, v3.y, v3.z, v3.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const unsigned sel = (e & 1) ? 0x7632u : 0x5410u;  // the high or low halves of both words
+        const uint32_t b0 = __byte_perm(w0[e / 2], w1[e / 2], sel);
+        const uint32_t b1 = __byte_perm(w2[e / 2], w3[e / 2], sel);
+        float(&acc)[4] = o[8 * ci + e];
+        acc[0] *= alpha, acc[1] *= alpha;
+        mma_bf16(acc, pa, b0, b1);
+      }
+    }
+    __syncwarp();  // the slot is free: refill it with the tile `stages` ahead
+    copy(i + stages, 0, i + stages < my_tiles ? r.key_end : 0);
+  }
+  cp_async_wait<0>();  // only empty groups remain; the pool reuses the rings
+  running_sum += __shfl_xor_sync(0xffffffffu, running_sum, 1);
+  running_sum += __shfl_xor_sync(0xffffffffu, running_sum, 2);
+  if (t4 == 0 && g < G) warp_ml[warp][g][0] = running_max, warp_ml[warp][g][1] = running_sum;
+  __syncthreads();  // every warp is done with its ring and has posted its state
+  // The warps' outputs, rescaled to the block's max, into the pool: column n of output tile 8i + e is dim
+  // (n + 8i) * 8 + e; this lane holds columns 2 t4 and 2 t4 + 1 of row g.
+  float* const pool = reinterpret_cast<float*>(dynamic_smem);
+  if (g < G) {
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, warp_ml[w][g][0]);
+    const float wt = exp2f(running_max - block_max);  // 0 for a warp without keys
+    float* const dst = pool + (g * kWarps + warp) * hd;
+#pragma unroll
+    for (int j = 0; j < kDimTiles; ++j) {
+      const int ci = j / 8, e = j % 8;
+      dst[(2 * t4 + 8 * ci) * 8 + e] = o[j][0] * wt;
+      dst[(2 * t4 + 1 + 8 * ci) * 8 + e] = o[j][1] * wt;
+    }
+  }
+  if (tid < G) {
+    float m = -INFINITY, l = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, warp_ml[w][tid][0]);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) l += warp_ml[w][tid][1] * exp2f(warp_ml[w][tid][0] - m);
+    final_max[tid] = m * 0.6931471805599453f;  // natural-log units, as the merge expects
+    final_sum[tid] = l;
+  }
+  __syncthreads();
+  finish_pooled<G, 8>(pool, kWarps, hd, final_max, final_sum, heads, h0, splits, split, r.live, row, out, part_out,
+                      part_ml, arrivals);
+}
+
 // The plain kernel for other head dimensions: one query head per block, each thread scores whole keys read from the
 // cache (16-byte vectors when kVec == 8, i.e. head_dim % 8 == 0), tiles of kTile keys.
 template <int kVec>
@@ -490,35 +713,59 @@ __global__ void __launch_bounds__(kThreads)
                   out, part_out, part_ml, arrivals);
 }
 
+// The tensor-core kernel for head dim kHeadDim and group G, or (!mma, head dim 128) the staged one; `stages` tiles
+// in flight per warp.
 template <int kHeadDim, int G>
-void launch_staged(dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
-                   const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
-                   unsigned* arrivals) {
-  const size_t smem = staged_smem<G>(stages);
+void launch_group(bool mma, dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
+                  const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
+                  unsigned* arrivals) {
   // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
-  cudaFuncSetAttribute(staged_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if constexpr (kHeadDim == 128) {
+    if (!mma) {
+      const size_t smem = staged_smem<G>(stages);
+      cudaFuncSetAttribute(staged_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(smem));
+      launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits,
+             stages, out, part_out, part_ml, arrivals);
+      return;
+    }
+  }
+  constexpr float kLog2e = 1.4426950408889634f;
+  const size_t smem = mma_smem<kHeadDim, G>(stages);
+  cudaFuncSetAttribute(mma_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem));
-  launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits, stages,
-         out, part_out, part_ml, arrivals);
+  launch(mma_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale * kLog2e, splits,
+         stages, out, part_out, part_ml, arrivals);
 }
 
 template <int kHeadDim>
-void launch_groups(int group, dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
-                   const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
-                   unsigned* arrivals) {
+void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStream_t s, const uint16_t* q, int heads,
+                     const PagedKv& kv, const int32_t* tokens, float scale, uint16_t* out, float* part_out,
+                     float* part_ml, unsigned* arrivals) {
+  // The tensor-core kernel, except for head dim 128 with at most 2 query heads per KV head over contexts past 2,048
+  // tokens: there the staged kernel's SIMT work is small (it grows with the group) and it streamed long contexts
+  // faster (qwen3-0.6b, one sequence of 32,768 tokens: 45 against 51 µs a layer; at 192 tokens and 256 sequences the
+  // tensor cores won, 65 against 75).
+  const bool mma = kHeadDim == 64 || group >= 4 || max_seq_len <= 2048;
+  // Each warp keeps up to the kernel's most stages of its tiles in flight: as many as the longest split it expects
+  // gives it.
+  const int tile = mma ? kMmaKeys : kTileKeys<kHeadDim>;
+  const int max_stages = mma ? kMmaMaxStages<kHeadDim> : kMaxStages;
+  const int longest_split = (max_seq_len + splits - 1) / splits;
+  const int stages = max(1, min(max_stages, (longest_split + tile * kWarps - 1) / (tile * kWarps)));
+  const auto go = [&](auto g) {
+    launch_group<kHeadDim, decltype(g)::value>(mma, grid, stages, s, q, heads, kv, tokens, scale, splits, out,
+                                                part_out, part_ml, arrivals);
+  };
   switch (group) {
     case 8:
-      return launch_staged<kHeadDim, 8>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
-                                        arrivals);
+      return go(std::integral_constant<int, 8>{});
     case 4:
-      return launch_staged<kHeadDim, 4>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
-                                        arrivals);
+      return go(std::integral_constant<int, 4>{});
     case 2:
-      return launch_staged<kHeadDim, 2>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
-                                        arrivals);
+      return go(std::integral_constant<int, 2>{});
     default:
-      return launch_staged<kHeadDim, 1>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
-                                        arrivals);
+      return go(std::integral_constant<int, 1>{});
   }
 }
 
@@ -550,16 +797,12 @@ void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int3
   auto* arrivals = reinterpret_cast<unsigned*>(workspace);
   float* part_out = workspace + kMaxPartialRows;
   float* part_ml = part_out + static_cast<size_t>(num_tokens) * heads * splits * head_dim;
-  if (head_dim == 64 || head_dim == 128) {
-    // Each warp keeps up to kMaxStages of its tiles in flight: as many as the longest split it expects gives it.
-    const int tile = kSlotBytes / (head_dim * 4);
-    const int longest_split = (max_seq_len + splits - 1) / splits;
-    const int stages = max(1, min(kMaxStages, (longest_split + tile * kWarps - 1) / (tile * kWarps)));
-    if (head_dim == 64) {
-      launch_groups<64>(group, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml, arrivals);
-    } else {
-      launch_groups<128>(group, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml, arrivals);
-    }
+  if (head_dim == 64) {
+    launch_head_dim<64>(group, max_seq_len, splits, grid, s, q, heads, kv, tokens, scale, out, part_out, part_ml,
+                        arrivals);
+  } else if (head_dim == 128) {
+    launch_head_dim<128>(group, max_seq_len, splits, grid, s, q, heads, kv, tokens, scale, out, part_out, part_ml,
+                         arrivals);
   } else if (head_dim % 8 == 0) {
     launch(attention_kernel<8>, grid, kThreads, 0, s, q, heads, kv, tokens, scale, splits, out, part_out, part_ml,
            arrivals);

@@ -7,11 +7,10 @@
 // computes S = Q K^T with mma.sync m16n8k16 (bf16 in, f32 accumulate), masks the causal diagonal, updates the
 // online softmax in registers, and feeds P (rounded to bf16, straight from the S accumulators) into O += P V.
 // Only tiles at or below the diagonal are visited, and the longest query tiles are scheduled first.
-#include <cuda_bf16.h>
-
 #include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
+#include "cuda/mma.cuh"
 
 namespace photon::cuda {
 namespace {
@@ -27,31 +26,6 @@ constexpr int kStride = HD + 8;  // shared-memory row pitch in elements: 16 byte
 template <int HD>
 constexpr size_t smem_bytes() {
   return static_cast<size_t>(kBlockQ + 4 * kBlockK) * kStride<HD> * sizeof(uint16_t);  // Q, 2 x (K, V)
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* p) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
-  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-// c += a (16x16, row) * b (16x8, col), bf16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 template <int HD>
