@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kThreads)
 // The exponentials are base 2 (S scaled by scale * log2 e); maxima leave the kernel in natural-log units.
 constexpr int kMmaKeys = 16;
 template <int kHeadDim>
-constexpr int kMmaSlotBytes = 2 * kMmaKeys * kHeadDim * 2;  // a tile's keys and values, bf16
+constexpr int kMmaSlotBytes = kHeadDim * kMmaKeys * 4;  // a tile's keys and values, bf16 (2 x 2 bytes a dim)
 template <int kHeadDim>
 constexpr int kMmaMaxStages = kHeadDim == 64 ? 3 : 2;  // 48 or 64 KB of rings per block
 
@@ -447,12 +447,12 @@ constexpr size_t mma_smem(int stages) {
 
 template <int kHeadDim, int G>
 __global__ void __launch_bounds__(kThreads)
-    mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2,
-                         int splits, int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+    mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2, int splits,
+                         int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
   constexpr int hd = kHeadDim;
-  constexpr int kVecs = hd / 8;                        // 16-byte chunks per row
-  constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;    // bf16 elements per ring slot
-  constexpr int kDimTiles = hd / 8;                    // n8 tiles of the output
+  constexpr int kVecs = hd / 8;                      // 16-byte chunks per row
+  constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;  // bf16 elements per ring slot
+  constexpr int kDimTiles = hd / 8;                  // n8 tiles of the output
   static_assert(G <= 8 && (hd == 64 || hd == 128));
   extern __shared__ __align__(16) unsigned char dynamic_smem[];
   __shared__ float warp_ml[kWarps][G][2];
@@ -511,7 +511,8 @@ __global__ void __launch_bounds__(kThreads)
   uint32_t qf[hd / 16][2];
 #pragma unroll
   for (int p = 0; p < hd / 32; ++p) {
-    const uint4 v = g < G ? *reinterpret_cast<const uint4*>(q + row + g * hd + (4 * p + t4) * 8) : make_uint4(0, 0, 0, 0);
+    const uint4 v =
+        g < G ? *reinterpret_cast<const uint4*>(q + row + g * hd + (4 * p + t4) * 8) : make_uint4(0, 0, 0, 0);
     qf[2 * p][0] = v.x, qf[2 * p][1] = v.y, qf[2 * p + 1][0] = v.z, qf[2 * p + 1][1] = v.w;
   }
   float o[kDimTiles][4];
@@ -553,7 +554,7 @@ __global__ void __launch_bounds__(kThreads)
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float new_max = fmaxf(running_max, tile_max);  // finite: key 0 of the tile is always valid
-    const float alpha = exp2f(running_max - new_max);     // 0 on the warp's first tile
+    const float alpha = exp2f(running_max - new_max);    // 0 on the warp's first tile
     running_max = new_max;
     float sum = 0.0f;
 #pragma unroll
@@ -725,8 +726,8 @@ void launch_group(bool mma, dim3 grid, int stages, cudaStream_t s, const uint16_
       const size_t smem = staged_smem<G>(stages);
       cudaFuncSetAttribute(staged_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(smem));
-      launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits,
-             stages, out, part_out, part_ml, arrivals);
+      launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits, stages,
+             out, part_out, part_ml, arrivals);
       return;
     }
   }
@@ -754,8 +755,8 @@ void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStre
   const int longest_split = (max_seq_len + splits - 1) / splits;
   const int stages = max(1, min(max_stages, (longest_split + tile * kWarps - 1) / (tile * kWarps)));
   const auto go = [&](auto g) {
-    launch_group<kHeadDim, decltype(g)::value>(mma, grid, stages, s, q, heads, kv, tokens, scale, splits, out,
-                                                part_out, part_ml, arrivals);
+    launch_group<kHeadDim, decltype(g)::value>(mma, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out,
+                                               part_ml, arrivals);
   };
   switch (group) {
     case 8:
