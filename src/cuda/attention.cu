@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kThreads)
 // The exponentials are base 2 (S scaled by scale * log2 e); maxima leave the kernel in natural-log units.
 constexpr int kMmaKeys = 16;
 template <int kHeadDim>
-constexpr int kMmaSlotBytes = kHeadDim * kMmaKeys * 4;  // a tile's keys and values, bf16 (2 x 2 bytes a dim)
+constexpr int kMmaSlotBytes = 4 * (kMmaKeys * kHeadDim);  // a tile's keys and values, bf16
 template <int kHeadDim>
 constexpr int kMmaMaxStages = kHeadDim == 64 ? 3 : 2;  // 48 or 64 KB of rings per block
 
