@@ -166,8 +166,7 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
                                 {2, 128, 13001, 64},
                                 {12, 192, 6500, 64},
                                 {17, 96, 300, 32},
-                                {130, 256, 64, 128},
-                                {200, 1024, 1000, 256}}) {
+                                {130, 256, 64, 128}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
     const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // bf16 values, [2n, k] for SwiGLU
     Tensor cw = cpu_tensor(w, {2 * n, k});

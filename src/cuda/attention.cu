@@ -8,18 +8,15 @@
 // decode step needs no second kernel. Splits are fixed per launch (graphs): a context takes one split per
 // kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once).
 //
-// Head dimensions 64 and 128 (every supported model) cut a split's keys into tiles that the block's four warps take
-// in turn, each warp running its own online softmax and streaming its tiles through a ring of up to three
-// shared-memory slots (cp.async), so that its next tiles are in flight while it works on one and no block-wide
-// barrier stands between tiles; the warps' states are combined at the end. The cached keys of each warp's first
-// tiles are requested before the PDL wait, the newest (this step's) after it. Two kernels do a tile's math:
-// - the tensor-core kernel (tiles of 16 keys): S = Q K^T and O += P V with mma.sync, the G query heads as the rows
-//   of the A operand, P rounded to bf16 as FlashAttention does; a few instructions per key where SIMT needs dozens;
-// - the staged kernel (4 KB tiles), SIMT in f32: several lanes score each key from a swizzled layout and groups of
-//   lanes own 8-dim slices of V. It stays for head dim 128 with GQA groups of 1 or 2 over long contexts, where its
-//   work is small and it streams faster (launch_head_dim says when).
-// Other head dimensions take a plain kernel that reads the cache as it goes, one thread per key, in block-wide
-// tiles. f32 accumulation throughout.
+// Head dimensions 64 and 128 (every supported model) take the tensor-core kernel: a split's keys are cut into tiles
+// of 16 that the block's four warps take in turn, each warp running its own online softmax and streaming its tiles
+// through a ring of two or three shared-memory slots (cp.async), so that its next tiles are in flight while it works
+// on one and no block-wide barrier stands between tiles; the warps' states are combined at the end. The cached keys
+// of each warp's first tiles are requested before the PDL wait, the newest (this step's) after it. Per tile,
+// S = Q K^T and O += P V run on mma.sync with the G query heads as the rows of the A operand and P rounded to bf16,
+// as FlashAttention does: a few instructions per key where f32 SIMT code needed dozens.
+// Other head dimensions take a plain f32 kernel that reads the cache as it goes, one thread per key, in block-wide
+// tiles. Accumulation is f32 throughout.
 #include <type_traits>
 
 #include "cuda/common.cuh"
@@ -38,9 +35,7 @@ constexpr int kMaxSplits = 64;
 // dependent loads long (at 384 keys, 12 splits of 32 keys took 9 µs per layer where 3 splits of 128 took 14).
 constexpr int kSplitKeys = 32;
 constexpr int kWarps = kThreads / 32;
-constexpr int kSlotBytes = 4096;  // one slot of a warp's ring in the staged kernel: a tile's keys and values, bf16
-constexpr int kMaxStages = 3;     // slots per warp (three: four blocks of 52 KB fit an SM)
-constexpr int kTile = 128;        // keys per softmax tile of the plain kernel
+constexpr int kTile = 128;  // keys per softmax tile of the plain kernel
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims of the plain kernel: 1).
 int group_size(int heads, int kv_heads, int head_dim) {
@@ -242,20 +237,6 @@ __device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float 
                          part_ml, arrivals);
 }
 
-// The staged kernel's unit of work: a tile of keys that one warp scores and accumulates on its own, its keys and
-// values (bf16) filling one 4 KB slot of the warp's ring: 16 keys of head dim 64, 8 of 128.
-template <int kHeadDim>
-constexpr int kTileKeys = kSlotBytes / (kHeadDim * 4);
-
-// Dynamic shared memory of a staged launch: every warp's ring of `stages` slots, or the final reduction's pool where
-// that is larger.
-template <int G>
-constexpr size_t staged_smem(int stages) {
-  const size_t pool = static_cast<size_t>(G) * kThreads * 8 * sizeof(float);
-  const size_t rings = static_cast<size_t>(stages) * kWarps * kSlotBytes;
-  return rings > pool ? rings : pool;
-}
-
 // cp.async.wait_group with a run-time count (0..3 groups left in flight).
 __device__ __forceinline__ void cp_async_wait_upto(int n) {
   if (n >= 3) {
@@ -269,160 +250,10 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
   }
 }
 
-// The staged kernel (head dim 128; see the file comment). The split's keys are cut into tiles of
-// kTileKeys; warp w takes tiles w, w + 4, w + 8, ... and runs its own online softmax over them, with `stages`
-// (1..kMaxStages) of its tiles in flight through its ring; the warps' states are combined at the end. The dynamic
-// shared memory holds staged_smem<G>(stages) bytes.
-template <int kHeadDim, int G>
-__global__ void __launch_bounds__(kThreads)
-    staged_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale, int splits,
-                            int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
-  constexpr int hd = kHeadDim;
-  constexpr int kKeys = kTileKeys<hd>;          // keys per warp tile (16 or 8)
-  constexpr int kParts = 32 / kKeys;            // lanes scoring one key (2 or 4)
-  constexpr int kVecs = hd / 8;                 // 16-byte vectors per key row
-  constexpr int kVecsPerPart = kVecs / kParts;  // 4
-  constexpr int kLanesV = hd / 8;               // lanes covering one V row, 8 dims each
-  constexpr int kKeyGroups = 32 / kLanesV;      // keys a warp accumulates at once (4 or 2)
-  static_assert(kVecs >= 8 && kVecsPerPart * kParts == kVecs && kKeys % kKeyGroups == 0);
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];
-  __shared__ __align__(16) float qs[G][hd];
-  __shared__ float scratch[kWarps][G];
-  const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
-  const int warp = tid >> 5, lane = tid & 31;
-  const SplitRange r = split_range(kv, t, splits, split);
-  if (split >= r.live) return;
-  const int kvh = h0 / (heads / kv.num_kv_heads);
-  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
-  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
-  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
-  const uint16_t* k_base = cache + kvh * head_stride;
-  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
-  const int block_size = kv.block_size;
-  const int32_t* blocks = r.blocks;
-  const auto key_offset = [=](int key) {
-    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
-  };
-  // Slot layout: keys [kKeys][hd] with each row's vectors swizzled, then values [kKeys][hd]. Lane p of a key's
-  // kParts reads vectors p, p + kParts, ...; XOR-ing a vector index with a multiple of kParts taken from the row
-  // puts the 8 lanes of a quarter-warp (8 / kParts keys) on 8 different bank groups.
-  const auto k_slot = [](int row, int c) { return row * kVecs + (c ^ ((row & (8 / kParts - 1)) * kParts)); };
-  uint16_t* const ring = reinterpret_cast<uint16_t*>(dynamic_smem + warp * stages * kSlotBytes);
-  const int tiles = (r.key_end - r.key_begin + kKeys - 1) / kKeys;
-  const int my_tiles = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
-  const auto tile_begin = [&](int i) { return r.key_begin + (warp + i * kWarps) * kKeys; };
-  // Copies keys [from, to) of this warp's i-th tile (clipped to the tile) into its slot; one commit group per call.
-  const auto copy = [&](int i, int from, int to) {
-    const int begin = tile_begin(i);
-    from = max(from, begin);
-    to = min(min(to, begin + kKeys), r.key_end);
-    uint16_t* const sk = ring + (i % stages) * (kSlotBytes / 2);
-    uint16_t* const sv = sk + kKeys * hd;
-    for (int e = (from - begin) * kVecs + lane; e < (to - begin) * kVecs; e += 32) {
-      const int row = e / kVecs, v = e % kVecs;
-      const int64_t at = key_offset(begin + row) + v * 8;
-      cp_async16(sk + k_slot(row, v) * 8, k_base + at);
-      cp_async16(sv + e * 8, v_base + at);
-    }
-    cp_async_commit();
-  };
-  const int first = min(stages, my_tiles);
-  for (int i = 0; i < stages; ++i) copy(i, 0, i < first ? r.cached_end : 0);  // cached keys only
-  pdl_begin();
-  for (int i = 0; i < stages; ++i) copy(i, i < first ? r.cached_end : 0, i < first ? r.key_end : 0);
-  const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;  // head h0's q/out
-  for (int i = tid; i < G * hd; i += kThreads) qs[i / hd][i % hd] = bf2f(q[row + i]) * scale;
-  __syncthreads();
-
-  float acc[G][8];
-  float running_max[G], running_sum[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    running_max[g] = -INFINITY, running_sum[g] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[g][e] = 0.0f;
-  }
-  const int key = lane / kParts, part = lane % kParts;
-  const int key_group = lane / kLanesV, v_lane = lane % kLanesV;
-  for (int i = 0; i < my_tiles; ++i) {
-    // Tile i's groups are done when stages - 1 later ones may still be in flight (the first tiles' copies before
-    // and after the wait are two groups each; the count works out the same).
-    cp_async_wait_upto(stages - 1);
-    __syncwarp();  // every lane's copies are visible to the warp
-    const uint16_t* const sk = ring + (i % stages) * (kSlotBytes / 2);
-    const uint16_t* const sv = sk + kKeys * hd;
-    const int n = min(kKeys, r.key_end - tile_begin(i));
-    float dot[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) dot[g] = 0.0f;
-    if (key < n) {
-#pragma unroll
-      for (int j = 0; j < kVecsPerPart; ++j) {
-        const int v = part + kParts * j;
-        float k8[8];
-        unpack8(*reinterpret_cast<const uint4*>(sk + k_slot(key, v) * 8), k8);
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const float4 a = *reinterpret_cast<const float4*>(&qs[g][v * 8]);
-          const float4 b = *reinterpret_cast<const float4*>(&qs[g][v * 8 + 4]);
-          dot[g] += a.x * k8[0] + a.y * k8[1] + a.z * k8[2] + a.w * k8[3] + b.x * k8[4] + b.y * k8[5] + b.z * k8[6] +
-                    b.w * k8[7];
-        }
-      }
-    }
-    float p[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-#pragma unroll
-      for (int o = 1; o < kParts; o <<= 1) dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], o);
-      const float new_max = fmaxf(running_max[g], warp_max(key < n ? dot[g] : -INFINITY));
-      const float alpha = __expf(running_max[g] - new_max);  // 0 on the warp's first tile
-      running_max[g] = new_max;
-      p[g] = key < n ? __expf(dot[g] - new_max) : 0.0f;
-      running_sum[g] = running_sum[g] * alpha + warp_sum(part == 0 ? p[g] : 0.0f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] *= alpha;
-    }
-#pragma unroll
-    for (int j = key_group; j < kKeys; j += kKeyGroups) {
-      float pj[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) pj[g] = __shfl_sync(0xffffffffu, p[g], j * kParts);
-      if (j < n) {
-        float v8[8];
-        unpack8(*reinterpret_cast<const uint4*>(sv + j * hd + v_lane * 8), v8);
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[g][e] += pj[g] * v8[e];
-      }
-    }
-    __syncwarp();  // the slot is free: refill it with the tile `stages` ahead
-    copy(i + stages, 0, i + stages < my_tiles ? r.key_end : 0);
-  }
-  cp_async_wait<0>();  // only empty groups remain; the pool in finish() reuses the rings
-  // The warps' states, rescaled to the block's running max, add up.
-  float block_max[G], block_sum[G];
-#pragma unroll
-  for (int g = 0; g < G; ++g) block_max[g] = running_max[g];
-  block_reduce<G, true>(block_max, scratch);  // its barriers also mean every warp is done with its ring
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float w = __expf(running_max[g] - block_max[g]);  // 0 for a warp without keys
-    block_sum[g] = lane == 0 ? running_sum[g] * w : 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[g][e] *= w;
-  }
-  block_reduce<G, false>(block_sum, scratch);
-  finish<G, 8>(acc, block_max, block_sum, tid / kLanesV, kThreads / kLanesV, v_lane, hd,
-               reinterpret_cast<float*>(dynamic_smem), heads, h0, splits, split, r.live, row, out, part_out, part_ml,
-               arrivals);
-}
-
-// The tensor-core kernel (head dims 64 and 128). Tiles of kMmaKeys keys, dealt to the warps in turn as in the staged
-// kernel; per tile a warp computes S = Q K^T and O += P V with mma.sync m16n8k16 (bf16 in, f32 accumulate), the G
-// query heads as rows 0..G-1 of the 16-row A operand (the other rows are zero and never read). Operands come from
-// shared memory with 16-byte loads in fragment order, not ldmatrix:
+// The tensor-core kernel (head dims 64 and 128). Tiles of kMmaKeys keys, dealt to the warps in turn (warp w takes
+// tiles w, w + 4, ...), `stages` of them in flight per warp; per tile a warp computes S = Q K^T and O += P V with
+// mma.sync m16n8k16 (bf16 in, f32 accumulate), the G query heads as rows 0..G-1 of the 16-row A operand (the other rows
+// are zero and never read). Operands come from shared memory with 16-byte loads in fragment order, not ldmatrix:
 // - Q K^T sums over head dims, in any order that Q and K agree on: lane 4g + t holds, for its key g (and g + 8), the
 //   16-byte chunks 4p + t of the key row (p < hd / 32), whose words are the b0, b1 of k-steps 2p and 2p + 1, and
 //   takes the same chunks of its query row g as a0, a2. Key rows are stored with chunk c at c ^ 4 (row & 1), so a
@@ -435,9 +266,7 @@ __global__ void __launch_bounds__(kThreads)
 constexpr int kMmaKeys = 16;
 template <int kHeadDim>
 constexpr int kMmaSlotBytes = 4 * (kMmaKeys * kHeadDim);  // a tile's keys and values, bf16
-template <int kHeadDim>
-constexpr int kMmaMaxStages = kHeadDim == 64 ? 3 : 2;  // 48 or 64 KB of rings per block
-
+constexpr int kMmaMaxStages = 3;
 template <int kHeadDim, int G>
 constexpr size_t mma_smem(int stages) {
   const size_t pool = static_cast<size_t>(G) * kWarps * kHeadDim * sizeof(float);
@@ -521,7 +350,9 @@ __global__ void __launch_bounds__(kThreads)
   float running_max = -INFINITY, running_sum = 0.0f;  // row g; the sum over this lane's columns only
 
   for (int i = 0; i < my_tiles; ++i) {
-    cp_async_wait_upto(stages - 1);  // tile i has landed (see the staged kernel)
+    // Tile i has landed when at most stages - 1 later groups are in flight (the first tiles' copies before and after
+    // the PDL wait are two groups each; the count works out the same).
+    cp_async_wait_upto(stages - 1);
     __syncwarp();
     const uint16_t* const sk = ring + (i % stages) * kSlotElems;
     const uint16_t* const sv = sk + kMmaKeys * hd;
@@ -714,25 +545,14 @@ __global__ void __launch_bounds__(kThreads)
                   out, part_out, part_ml, arrivals);
 }
 
-// The tensor-core kernel for head dim kHeadDim and group G, or (!mma, head dim 128) the staged one; `stages` tiles
-// in flight per warp.
+// The tensor-core kernel for head dim kHeadDim and group G, `stages` tiles in flight per warp.
 template <int kHeadDim, int G>
-void launch_group(bool mma, dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
+void launch_group(dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
                   const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
                   unsigned* arrivals) {
-  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
-  if constexpr (kHeadDim == 128) {
-    if (!mma) {
-      const size_t smem = staged_smem<G>(stages);
-      cudaFuncSetAttribute(staged_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem));
-      launch(staged_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale, splits, stages,
-             out, part_out, part_ml, arrivals);
-      return;
-    }
-  }
   constexpr float kLog2e = 1.4426950408889634f;
   const size_t smem = mma_smem<kHeadDim, G>(stages);
+  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
   cudaFuncSetAttribute(mma_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem));
   launch(mma_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale * kLog2e, splits,
@@ -743,19 +563,16 @@ template <int kHeadDim>
 void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStream_t s, const uint16_t* q, int heads,
                      const PagedKv& kv, const int32_t* tokens, float scale, uint16_t* out, float* part_out,
                      float* part_ml, unsigned* arrivals) {
-  // The tensor-core kernel, except for head dim 128 with at most 2 query heads per KV head over contexts past 2,048
-  // tokens: there the staged kernel's SIMT work is small (it grows with the group) and it streamed long contexts
-  // faster (qwen3-0.6b, one sequence of 32,768 tokens: 45 against 51 µs a layer; at 192 tokens and 256 sequences the
-  // tensor cores won, 65 against 75).
-  const bool mma = kHeadDim == 64 || group >= 4 || max_seq_len <= 2048;
-  // Each warp keeps up to the kernel's most stages of its tiles in flight: as many as the longest split it expects
-  // gives it.
-  const int tile = mma ? kMmaKeys : kTileKeys<kHeadDim>;
-  const int max_stages = mma ? kMmaMaxStages<kHeadDim> : kMaxStages;
+  // Each warp keeps up to three of its tiles in flight, as many as the longest split it expects gives it. For head
+  // dim 128 (8 KB tiles, 96 KB of rings for three) the third slot pays only when few tokens split long contexts
+  // (qwen3-0.6b, one sequence of 32,768 tokens: 44 against 51 µs a layer with two); with one split per token the
+  // batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against 327 µs).
+  // Decode graphs pass max_model_len here, so the choice cannot depend on the contexts a replay meets.
   const int longest_split = (max_seq_len + splits - 1) / splits;
-  const int stages = max(1, min(max_stages, (longest_split + tile * kWarps - 1) / (tile * kWarps)));
+  const int max_stages = kHeadDim == 64 || (splits > 1 && longest_split >= 512) ? kMmaMaxStages : 2;
+  const int stages = max(1, min(max_stages, (longest_split + kMmaKeys * kWarps - 1) / (kMmaKeys * kWarps)));
   const auto go = [&](auto g) {
-    launch_group<kHeadDim, decltype(g)::value>(mma, grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out,
+    launch_group<kHeadDim, decltype(g)::value>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out,
                                                part_ml, arrivals);
   };
   switch (group) {
