@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda/kernels.hpp"
+#include "graph_timing.hpp"
 
 namespace {
 
@@ -34,15 +35,6 @@ constexpr Shape kShapes[] = {
     {"llama-3.1-8b", 32, 8, 128},
 };
 constexpr int kBlockSize = 16;
-
-#define CHECK_CUDA(call)                                                 \
-  do {                                                                   \
-    const cudaError_t err_ = (call);                                     \
-    if (err_ != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 template <typename T>
 T* upload(const std::vector<T>& host) {
@@ -122,33 +114,12 @@ int main(int argc, char** argv) {
                                         splits, context, workspace, static_cast<uint16_t*>(out), stream);
         }
       };
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      enqueue();
-      CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
-      cudaEvent_t start, stop;
-      CHECK_CUDA(cudaEventCreate(&start));
-      CHECK_CUDA(cudaEventCreate(&stop));
-      constexpr int kReplays = 5;
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms_total = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
-      const double us = 1e3 * ms_total / (kReplays * kLaunches);
+      const double us = photon::bench::graph_us_per_launch(stream, kLaunches, enqueue);
       std::printf(
           "{\"model\": \"%s\", \"batch\": %d, \"context\": %d, \"splits\": %d, \"us\": %.2f, \"kv_bytes\": %zu, "
           "\"gb_per_s\": %.1f}\n",
           s.model, batch, context, splits, us, kv_bytes, static_cast<double>(kv_bytes) / us / 1e3);
       std::fflush(stdout);
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
       for (void* c : caches) CHECK_CUDA(cudaFree(c));
       for (void* p : {static_cast<void*>(q), out, static_cast<void*>(workspace), static_cast<void*>(d_query_start),
                       static_cast<void*>(d_seq_lens), static_cast<void*>(d_indptr), static_cast<void*>(d_indices),

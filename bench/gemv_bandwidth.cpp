@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/kernels.hpp"
+#include "graph_timing.hpp"
 
 namespace {
 
@@ -35,15 +36,6 @@ constexpr Shape kShapes[] = {
     {"llama-3.1-8b", "o", 4096, 4096, false},         {"llama-3.1-8b", "gate_up", 14336, 4096, true},
     {"llama-3.1-8b", "down", 4096, 14336, false},
 };
-
-#define CHECK_CUDA(call)                                                 \
-  do {                                                                   \
-    const cudaError_t err_ = (call);                                     \
-    if (err_ != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 }  // namespace
 
@@ -113,33 +105,12 @@ int main(int argc, char** argv) {
             }
           }
         };
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        enqueue();
-        CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
-        CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-        CHECK_CUDA(cudaGraphLaunch(exec, stream));  // warm-up
-        cudaEvent_t start, stop;
-        CHECK_CUDA(cudaEventCreate(&start));
-        CHECK_CUDA(cudaEventCreate(&stop));
-        constexpr int kReplays = 5;
-        CHECK_CUDA(cudaEventRecord(start, stream));
-        for (int r = 0; r < kReplays; ++r) CHECK_CUDA(cudaGraphLaunch(exec, stream));
-        CHECK_CUDA(cudaEventRecord(stop, stream));
-        CHECK_CUDA(cudaEventSynchronize(stop));
-        float ms_total = 0;
-        CHECK_CUDA(cudaEventElapsedTime(&ms_total, start, stop));
-        const double us = 1e3 * ms_total / (kReplays * kLaunches);
+        const double us = photon::bench::graph_us_per_launch(stream, kLaunches, enqueue);
         std::printf(
             "{\"model\": \"%s\", \"matrix\": \"%s\", \"weights\": \"%s\", \"kernel\": \"%s\", \"m\": %d, "
             "\"rows\": %d, \"k\": %d, \"us\": %.2f, \"gb_per_s\": %.1f}\n",
             s.model, s.matrix, int8 ? "int8" : "bf16", mma ? "mma" : "gemv", m, s.rows * (s.swiglu ? 2 : 1), s.k, us,
             static_cast<double>(bytes) / us / 1e3);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
         for (void* w : weights) CHECK_CUDA(cudaFree(w));
       }
   }

@@ -106,6 +106,28 @@ __device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int 
   return r;
 }
 
+// One KV head's keys and values in the paged cache ([block][2][kv head][block_size][head_dim]), along the page table
+// of a block's sequence.
+struct HeadKv {
+  const uint16_t* k;  // the head's keys in cache block 0; a key's row is k + offset(key)
+  const uint16_t* v;  // the same for values
+  const int32_t* blocks;
+  int block_size;
+  int head_dim;
+  int64_t block_stride;  // elements from one cache block to the next
+
+  __device__ __forceinline__ int64_t offset(int key) const {
+    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * head_dim;
+  }
+};
+
+__device__ __forceinline__ HeadKv head_kv(const PagedKv& kv, const SplitRange& r, int kvh, int hd) {
+  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
+  const auto* cache = static_cast<const uint16_t*>(kv.cache);
+  return {cache + kvh * head_stride,        cache + (kv.num_kv_heads + kvh) * head_stride, r.blocks, kv.block_size, hd,
+          2 * kv.num_kv_heads * head_stride};
+}
+
 // The end of every block, once `pool` (G * groups * hd floats of shared memory) holds `groups` partial outputs of
 // each head g at pool[(g * groups + k) * hd + d], already scaled to the block's running max final_max[g] (natural-log
 // units) whose softmax sum is final_sum[g] (both in shared memory): adds them up, then writes the normalised bf16
@@ -291,16 +313,7 @@ __global__ void __launch_bounds__(kThreads)
   const SplitRange r = split_range(kv, t, splits, split);
   if (split >= r.live) return;
   const int kvh = h0 / (heads / kv.num_kv_heads);
-  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
-  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
-  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
-  const uint16_t* k_base = cache + kvh * head_stride;
-  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
-  const int block_size = kv.block_size;
-  const int32_t* blocks = r.blocks;
-  const auto key_offset = [=](int key) {
-    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
-  };
+  const HeadKv cache = head_kv(kv, r, kvh, hd);
   const auto k_pos = [](int row, int c) { return row * kVecs + (c ^ ((row & 1) << 2)); };
   const auto v_pos = [](int row, int c) { return row * kVecs + (c ^ (((row >> 1) & 3) << 1)); };
   uint16_t* const ring = reinterpret_cast<uint16_t*>(dynamic_smem) + warp * stages * kSlotElems;
@@ -317,9 +330,9 @@ __global__ void __launch_bounds__(kThreads)
     uint16_t* const sv = sk + kMmaKeys * hd;
     for (int e = (lo - begin) * kVecs + lane; e < (hi - begin) * kVecs; e += 32) {
       const int row = e / kVecs, c = e % kVecs;
-      const int64_t at = key_offset(begin + row) + c * 8;
-      cp_async16(sk + k_pos(row, c) * 8, k_base + at);
-      cp_async16(sv + v_pos(row, c) * 8, v_base + at);
+      const int64_t at = cache.offset(begin + row) + c * 8;
+      cp_async16(sk + k_pos(row, c) * 8, cache.k + at);
+      cp_async16(sv + v_pos(row, c) * 8, cache.v + at);
     }
     if (to == r.key_end && begin < r.key_end) {
       for (int e = (r.key_end - begin) * kVecs + lane; e < kMmaKeys * kVecs; e += 32) {
@@ -470,16 +483,7 @@ __global__ void __launch_bounds__(kThreads)
   const SplitRange r = split_range(kv, t, splits, split);
   if (split >= r.live) return;
   const int kvh = h0 / (heads / kv.num_kv_heads);
-  const int64_t head_stride = static_cast<int64_t>(kv.block_size) * hd;
-  const int64_t block_stride = 2 * kv.num_kv_heads * head_stride;
-  const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
-  const uint16_t* k_base = cache + kvh * head_stride;
-  const uint16_t* v_base = cache + (kv.num_kv_heads + kvh) * head_stride;
-  const int block_size = kv.block_size;
-  const int32_t* blocks = r.blocks;
-  const auto key_offset = [=](int key) {
-    return blocks[key / block_size] * block_stride + static_cast<int64_t>(key % block_size) * hd;
-  };
+  const HeadKv cache = head_kv(kv, r, kvh, hd);
   pdl_begin();
   const int64_t row = static_cast<int64_t>(t) * heads * hd + static_cast<int64_t>(h0) * hd;
   for (int i = tid; i < hd; i += kThreads) qs[0][i] = bf2f(q[row + i]) * scale;
@@ -496,7 +500,7 @@ __global__ void __launch_bounds__(kThreads)
     const int n = min(kTile, r.key_end - start);
     float tile_max[1] = {-INFINITY};
     for (int j = tid; j < n; j += kThreads) {
-      const uint16_t* kp = k_base + key_offset(start + j);
+      const uint16_t* kp = cache.k + cache.offset(start + j);
       float dot = 0.0f;
       if constexpr (kVec == 8) {
         for (int d = 0; d < hd; d += 8) {
@@ -528,7 +532,7 @@ __global__ void __launch_bounds__(kThreads)
     if (group < groups) {
 #pragma unroll 4
       for (int j = group; j < n; j += groups) {
-        const uint16_t* vp = v_base + key_offset(start + j) + lane * kVec;
+        const uint16_t* vp = cache.v + cache.offset(start + j) + lane * kVec;
         if constexpr (kVec == 8) {
           float v8[8];
           unpack8(*reinterpret_cast<const uint4*>(vp), v8);
