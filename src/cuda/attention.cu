@@ -128,6 +128,17 @@ __device__ __forceinline__ HeadKv head_kv(const PagedKv& kv, const SplitRange& r
           2 * kv.num_kv_heads * head_stride};
 }
 
+// The first kW (1 or 4) of v's components times inv, as bf16 at dst.
+template <int kW>
+__device__ __forceinline__ void store_scaled(uint16_t* dst, const float4& v, float inv) {
+  dst[0] = f2bf(v.x * inv);
+  if constexpr (kW == 4) {
+    dst[1] = f2bf(v.y * inv);
+    dst[2] = f2bf(v.z * inv);
+    dst[3] = f2bf(v.w * inv);
+  }
+}
+
 // The end of every block, once `pool` (G * groups * hd floats of shared memory) holds `groups` partial outputs of
 // each head g at pool[(g * groups + k) * hd + d], already scaled to the block's running max final_max[g] (natural-log
 // units) whose softmax sum is final_sum[g] (both in shared memory): adds them up, then writes the normalised bf16
@@ -208,13 +219,7 @@ __device__ __forceinline__ void finish_pooled(const float* pool, int groups, int
     if (parts > 1) {
       sums[i] = v;
     } else {
-      const float inv = 1.0f / total[g];
-      out[row + col * kW] = f2bf(v.x * inv);
-      if constexpr (kW == 4) {
-        out[row + col * kW + 1] = f2bf(v.y * inv);
-        out[row + col * kW + 2] = f2bf(v.z * inv);
-        out[row + col * kW + 3] = f2bf(v.w * inv);
-      }
+      store_scaled<kW>(out + row + col * kW, v, 1.0f / total[g]);
     }
   }
   if (parts == 1) return;
@@ -225,14 +230,7 @@ __device__ __forceinline__ void finish_pooled(const float* pool, int groups, int
       const float4 p = sums[part * cols + col];
       v.x += p.x, v.y += p.y, v.z += p.z, v.w += p.w;
     }
-    const int g = col * kW / hd;
-    const float inv = 1.0f / total[g];
-    out[row + col * kW] = f2bf(v.x * inv);
-    if constexpr (kW == 4) {
-      out[row + col * kW + 1] = f2bf(v.y * inv);
-      out[row + col * kW + 2] = f2bf(v.z * inv);
-      out[row + col * kW + 3] = f2bf(v.w * inv);
-    }
+    store_scaled<kW>(out + row + col * kW, v, 1.0f / total[col * kW / hd]);
   }
 }
 
