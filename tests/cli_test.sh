@@ -202,6 +202,8 @@ assert int8["quantization"] == "int8" and int8["group_size"] == 32 and not int8[
 assert bf16["quantization"] == "none" and bf16["group_size"] == 0, bf16
 assert int8["weight_bytes"] < bf16["weight_bytes"], (int8["weight_bytes"], bf16["weight_bytes"])
 assert int8["load_s"] > 0
+# 2 layers x (K, V) x 2 KV heads x head dim 32 x 4 bytes (the CPU's f32 cache); weights do not change it.
+assert bf16["kv_bytes_per_token"] == 1024 and int8["kv_bytes_per_token"] == 1024, (bf16, int8)
 PY
 check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
