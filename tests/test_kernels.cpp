@@ -55,8 +55,9 @@ TEST_CASE("the CPU kernel path is detected, named, and capped by set_isa_cap") {
 
 // Sizes cover vector tails, every token tile (6, 4, 2 and 1 rows), k past one 512-column block of the prompt GEMM, and
 // for AMX (k a multiple of 32): one and two weight tiles, weight rows past the last tile, one and two token tiles, and
-// tokens past one packed block of 128; for the AVX2 prompt GEMM (48 tokens and more): a short last column block, a
-// partial panel of rows, a partial tile of tokens and tokens past one packed block of 512.
+// tokens past one packed block of 128; for the AVX2 and AVX-512 prompt GEMMs (48 tokens and more): a short last
+// column block, a partial panel of rows (also narrower than one AVX-512 vector), a partial tile of tokens and tokens
+// past one packed block (512 or 516).
 TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes and every path") {
   const auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kBF16);
   const auto isa = GENERATE(from_range(available_isas()));
@@ -75,7 +76,8 @@ TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes a
                          {131, 64, 96},
                          {17, 576, 48},
                          {50, 300, 19},
-                         {520, 40, 17}}) {
+                         {520, 40, 17},
+                         {60, 200, 9}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);

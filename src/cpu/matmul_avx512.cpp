@@ -2,19 +2,23 @@
 // weight byte is read once per token), so each weight row streams exactly once per block of tokens: a register tile
 // of MT tokens x NT weight rows, with weights widened to f32 in registers (bf16 -> f32 is a 16-bit shift, so the
 // products are exact and match a float32 reference). Int8 weights are widened and multiplied by their group's scale
-// in registers (for one token, each group's sum is scaled instead). Every function here is compiled for AVX-512 by
-// its target attribute and reached only through the two entry points at the end. GCC 12 reports false
+// in registers (for one token, each group's sum is scaled instead). Prompts of bf16, f16 or f32 weights (48 tokens and
+// more) take a BLIS-style GEMM over packed panels instead (matmul_packed). Every function here is compiled for AVX-512
+// by its target attribute and reached only through the two entry points at the end. GCC 12 reports false
 // "uninitialized" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include <cstring>
+#include <vector>
 
 #include "cpu/matmul_paths.hpp"
 
 namespace photon::cpu::detail {
 namespace {
 
-#define PHOTON_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+#define PHOTON_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 
 enum WeightKind { kWF32, kWF16, kWBF16 };
 
@@ -114,6 +118,118 @@ PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char
       i += 2;
     }
     if (i < m) sweep<WK, 1, 8>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
+  }
+}
+
+// Prompts (many tokens), BLIS-style, as the AVX2 path does it with twice the width: for each block of kPackK columns,
+// every token's activations are copied into tiles of 12 tokens ([column][token]) and each thread widens the weights
+// of its panels of 32 rows into f32 ([column][row], 16 KiB: stays in L1), once; every tile of 12 tokens then passes
+// the panel in registers — per column two weight vectors, twelve broadcast activations and 24 multiply-adds into 24
+// accumulators, where the dot-product tiles above widen a weight vector for every six. Later column blocks add to
+// the output.
+constexpr int64_t kPanel = 32, kPackK = 128, kMR = 12;
+constexpr int64_t kPackTokens = 516;      // tokens whose activations are copied at once (43 tiles)
+constexpr int64_t kPackedMinTokens = 48;  // below, widening a panel costs more than the tiles save
+
+// One weight as f32.
+template <int WK>
+PHOTON_AVX512 inline float load_w1(const void* base, int64_t i) {
+  if constexpr (WK == kWF32) {
+    return static_cast<const float*>(base)[i];
+  } else if constexpr (WK == kWF16) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
+  } else {
+    const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
+    float f = 0.0f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+}
+
+template <int WK>
+PHOTON_AVX512 void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int64_t rows, int64_t k0, int64_t kb,
+                              float* packed) {
+  for (int64_t r = 0; r < kPanel; ++r) {
+    if (r >= rows) {
+      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = 0.0f;
+      continue;
+    }
+    const void* row = w + static_cast<size_t>(j0 + r) * w_row_bytes;
+    for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = load_w1<WK>(row, k0 + kk);
+  }
+}
+
+// Tokens [t0, t0 + kMR) of x (zeros past m), columns [k0, k0 + kb): xp[kk * kMR + r].
+PHOTON_AVX512 void pack_tokens(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t k0, int64_t kb, float* xp) {
+  for (int64_t r = 0; r < kMR; ++r) {
+    const float* row = x + (t0 + r) * ldx + k0;
+    for (int64_t kk = 0; kk < kb; ++kk) xp[kk * kMR + r] = t0 + r < m ? row[kk] : 0.0f;
+  }
+}
+
+PHOTON_AVX512 inline void panel_tile(const float* xp, const float* packed, int64_t kb, float* out, int64_t ldo,
+                                     int64_t rows, int64_t cols, bool accumulate) {
+  __m512 lo[kMR], hi[kMR];
+  for (int r = 0; r < kMR; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kb; ++kk) {
+    const __m512 w0 = _mm512_load_ps(packed + kk * kPanel), w1 = _mm512_load_ps(packed + kk * kPanel + 16);
+    for (int r = 0; r < kMR; ++r) {
+      const __m512 xv = _mm512_set1_ps(xp[kk * kMR + r]);
+      lo[r] = _mm512_fmadd_ps(xv, w0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(xv, w1, hi[r]);
+    }
+  }
+  // Columns [0, 16) and [16, cols) of the panel, masked where the panel is the matrix's last and short.
+  const auto mask_lo = static_cast<__mmask16>(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
+  const auto mask_hi = static_cast<__mmask16>(cols >= 32 ? 0xffffu : cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
+  // Unrolled, so the accumulators stay registers (an indexed store loop keeps them in memory across the k loop).
+#pragma GCC unroll 12
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    float* o = out + r * ldo;
+    if (accumulate) {
+      lo[r] = _mm512_add_ps(lo[r], _mm512_maskz_loadu_ps(mask_lo, o));
+      hi[r] = _mm512_add_ps(hi[r], _mm512_maskz_loadu_ps(mask_hi, o + 16));
+    }
+    _mm512_mask_storeu_ps(o, mask_lo, lo[r]);
+    _mm512_mask_storeu_ps(o + 16, mask_hi, hi[r]);
+  }
+}
+
+template <int WK>
+PHOTON_AVX512 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, const char* w, size_t w_row_bytes,
+                                 int64_t n, float* out) {
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t kblocks = (k + kPackK - 1) / kPackK;
+  const int64_t max_tiles = ((m < kPackTokens ? m : kPackTokens) + kMR - 1) / kMR;
+  std::vector<float> xp(static_cast<size_t>(max_tiles * kMR * kblocks * kPackK));
+  for (int64_t i0 = 0; i0 < m; i0 += kPackTokens) {
+    const int64_t mb = m - i0 < kPackTokens ? m - i0 : kPackTokens;
+    const int64_t tiles = (mb + kMR - 1) / kMR;
+    // Block b's tile t starts at (b * tiles + t) * kMR * kPackK.
+    const auto tile_at = [&](int64_t b, int64_t t) { return xp.data() + (b * tiles + t) * kMR * kPackK; };
+#pragma omp parallel
+    {
+      alignas(64) float packed[kPanel * kPackK];
+#pragma omp for schedule(static)
+      for (int64_t bt = 0; bt < kblocks * tiles; ++bt) {
+        const int64_t b = bt / tiles, t = bt % tiles, k0 = b * kPackK;
+        pack_tokens(x + i0 * ldx, ldx, mb, t * kMR, k0, k - k0 < kPackK ? k - k0 : kPackK, tile_at(b, t));
+      }
+      // Each panel's output (mb x 32) stays in cache while its column blocks are summed into it.
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j0 = p * kPanel;
+        const int64_t cols = n - j0 < kPanel ? n - j0 : kPanel;
+        for (int64_t b = 0; b < kblocks; ++b) {
+          const int64_t k0 = b * kPackK, kb = k - k0 < kPackK ? k - k0 : kPackK;
+          pack_panel<WK>(w, w_row_bytes, j0, cols, k0, kb, packed);
+          for (int64_t t = 0; t < tiles; ++t) {
+            panel_tile(tile_at(b, t), packed, kb, out + (i0 + t * kMR) * n + j0, n, mb - t * kMR, cols, b > 0);
+          }
+        }
+      }
+    }
   }
 }
 
@@ -232,6 +348,7 @@ template <int WK>
 PHOTON_AVX512 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
+  if (m >= kPackedMinTokens) return matmul_packed<WK>(x, m, k, ldx, wb, w_row_bytes, n, out);
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
   constexpr int64_t kRowChunk = 32;
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
