@@ -13,6 +13,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -163,7 +164,9 @@ void BM_MatmulBf16Gemv(benchmark::State& state) {
   const int64_t n = state.range(0), k = state.range(1), copies = copies_beyond_cache(n * k * 2);
   std::vector<uint16_t> w(static_cast<size_t>(copies * n * k));
   std::mt19937 rng(1);
-  for (auto& v : w) v = f32_to_bf16(static_cast<float>(rng() % 1000) / 1000.0f - 0.5f);
+  for (int64_t i = 0; i < n * k; ++i)
+    w[static_cast<size_t>(i)] = f32_to_bf16(static_cast<float>(rng() % 1000) / 1000.0f - 0.5f);
+  for (int64_t c = 1; c < copies; ++c) std::copy_n(w.begin(), n * k, w.begin() + c * n * k);
   std::vector<float> x(static_cast<size_t>(k), 0.01f), out(static_cast<size_t>(n));
   int64_t copy = 0;
   for (auto _ : state) {
@@ -180,7 +183,9 @@ void BM_MatmulInt8Gemv(benchmark::State& state) {
   const int64_t copies = copies_beyond_cache(n * k + n * groups * 4);
   std::vector<int8_t> w(static_cast<size_t>(copies * n * k));
   std::mt19937 rng(1);
-  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int64_t i = 0; i < n * k; ++i)
+    w[static_cast<size_t>(i)] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  for (int64_t c = 1; c < copies; ++c) std::copy_n(w.begin(), n * k, w.begin() + c * n * k);
   std::vector<float> scales(static_cast<size_t>(copies * n * groups), 0.01f);
   std::vector<float> x(static_cast<size_t>(k), 0.01f), out(static_cast<size_t>(n));
   int64_t copy = 0;
