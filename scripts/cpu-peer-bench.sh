@@ -2,7 +2,8 @@
 # The CPU backend side by side with llama.cpp's CPU backend on the same cores and the same weights: a random
 # Llama-3.2-1B-shaped bf16 checkpoint (safetensors for photon, converted to a bf16 GGUF for llama.cpp), then
 #   prompt processing: photon's time to first token of one 512-token prompt against llama-bench pp512,
-#   batch-1 decode:    photon's time per output token of one request against llama-bench tg64,
+#   batch-1 decode:    photon's time per output token of one request against llama-bench tg64, three runs of each
+#                      taken in turn (this comparison is the noisiest: the medians count),
 #   16 x (32, 32):     photon bench of 16 requests against llama-batched-bench -npp 32 -ntg 32 -npl 16.
 # Writes OUTDIR/summary.md (the table), OUTDIR/*.json and the logs.
 # Usage: scripts/cpu-peer-bench.sh LLAMA_CPP_SOURCE OUTDIR
@@ -83,6 +84,11 @@ echo "== llama.cpp"
 grep '^{' "$out/llama-batched.log" | tail -1 >"$out/llama-batched.json"
 echo "== photon (OpenMP's default placement, as llama.cpp's threads are left to the scheduler)"
 photon_set ""
+echo "== batch-1 decode, photon and llama.cpp in turn"
+for rep in 1 2 3; do
+  pbench "photon-tg64-$rep" --num-prompts 1 --input-len 8 --output-len 64
+  "$lbin/llama-bench" -m "$gguf" -t "$threads" -p 0 -n 64 -r 1 -o json >"$out/llama-tg64-$rep.json" 2>>"$out/llama-bench.log"
+done
 echo "== photon, threads pinned one per core (OMP_PROC_BIND=close OMP_PLACES=cores)"
 OMP_PROC_BIND=close OMP_PLACES=cores photon_set "-pinned"
 
@@ -104,5 +110,11 @@ peer = [lb["pp"], lb["tg"], bb["speed_tg"], bb["speed"]]
 print("\n| work | photon | photon, pinned | llama.cpp | ratio | ratio, pinned |\n| --- | --- | --- | --- | --- | --- |")
 for name, a, p, b in zip(names, plain, pinned, peer):
     print(f"| {name} | {a:,.1f} | {p:,.1f} | {b:,.1f} | {a / b:.2f}x | {p / b:.2f}x |")
+mine = sorted([1e3 / j(f"photon-tg64{r}")["tpot_ms"]["p50"] for r in ("", "-1", "-2", "-3")])
+theirs = sorted([lb["tg"]] + [j(f"llama-tg64-{r}")[0]["avg_ts"] for r in (1, 2, 3)])
+med = lambda v: (v[1] + v[2]) / 2
+print(f"\nbatch-1 decode, four runs each (tok/s): photon {', '.join(f'{v:.1f}' for v in mine)}; llama.cpp "
+      f"{', '.join(f'{v:.1f}' for v in theirs)}; medians {med(mine):.1f} vs {med(theirs):.1f} = "
+      f"**{med(mine) / med(theirs):.2f}x**")
 PY
 cat "$summary"
