@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -357,4 +358,35 @@ TEST_CASE("the CPU's default KV cache is sized for the work, not for half of the
   c.kv_cache_memory_bytes = uint64_t{64} << 20;
   c.max_model_len = 4096;
   CHECK(make_engine(c)->stats().kv_cache_bytes <= (uint64_t{64} << 20));
+}
+
+TEST_CASE("a model whose weights cannot fit the device is refused before loading, with the ways out") {
+  uint64_t total = 0;
+  {
+    std::ifstream in("/proc/meminfo");
+    std::string key, unit;
+    uint64_t kib = 0;
+    while (in >> key >> kib >> unit) {
+      if (key == "MemTotal:") total = kib * 1024;
+    }
+  }
+  // Llama-3.1-70B: 141 GB of bf16 weights, 74 GB with int8 projections.
+  if (total == 0 || total > uint64_t{140} * 1000 * 1000 * 1000) SKIP("this host holds a 70B model's weights");
+  EngineConfig c;
+  c.model = "dummy:llama-3.1-70b";
+  c.device = "cpu";
+  auto engine = Engine::create(c);
+  REQUIRE_FALSE(engine.is_ok());
+  CHECK(engine.status().code() == StatusCode::kOutOfMemory);
+  const std::string m = engine.status().message();
+  INFO(m);
+  CHECK(m.find("141.1 GB") != std::string::npos);
+  CHECK(m.find("70.55 B parameters in bf16") != std::string::npos);
+  CHECK(m.find("--quantization int8") != std::string::npos);
+  if (total < uint64_t{70} * 1000 * 1000 * 1000) {
+    c.quantization = "int8";
+    engine = Engine::create(c);
+    REQUIRE_FALSE(engine.is_ok());
+    CHECK(engine.status().message().find("int8 projections") != std::string::npos);
+  }
 }

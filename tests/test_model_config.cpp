@@ -138,6 +138,18 @@ TEST_CASE("dummy presets have the real checkpoints' shapes") {
   auto l8 = dummy_preset_config("llama-3.1-8b");
   REQUIRE(l8.is_ok());
   CHECK(l8->num_parameters() == 8030261248);  // Llama-3.1-8B: 8.03 B parameters
+  auto l70 = dummy_preset_config("llama-3.1-70b");
+  REQUIRE(l70.is_ok());
+  CHECK(l70->num_parameters() == 70553706496);  // Llama-3.1-70B: 70.55 B parameters
+  CHECK(l70->num_layers == 80);
+  CHECK(l70->num_kv_heads == 8);
+  CHECK_FALSE(l70->tie_word_embeddings);
+  CHECK(l70->rope.factor == 8.0);
+  auto q32 = dummy_preset_config("qwen3-32b");
+  REQUIRE(q32.is_ok());
+  CHECK(q32->num_parameters() == 32762123264);  // Qwen3-32B: 32.76 B parameters
+  CHECK(q32->has_qk_norm());
+  CHECK(q32->num_heads * q32->head_dim == 8192);  // wider than hidden_size 5120
   CHECK(dummy_preset_config("tiny-qwen3")->vocab_size == 151936);
   auto bad = dummy_preset_config("llama-9");
   CHECK(bad.status().message().find("tiny-llama3") != std::string::npos);

@@ -6,15 +6,22 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <photon/engine.hpp>
 
 #include "core/mapped_file.hpp"
+#include "core/safetensors.hpp"
+#include "core/safetensors_writer.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/thread_communicator.hpp"
 #include "models/decoder.hpp"
@@ -226,6 +233,50 @@ TEST_CASE("sharded decoders over a checkpoint reproduce the unsharded logits") {
       CHECK(max_abs_diff(got[r], ref) < 1e-4);
     }
   }
+}
+
+TEST_CASE("a checkpoint sharded over several files loads rank by rank and reproduces the unsharded logits") {
+  // The layout of the large models' checkpoints: model-0000i-of-0000n.safetensors and an index naming each
+  // tensor's file. Every rank takes its slices from whichever file holds each tensor.
+  const std::string model = GENERATE("llama3-gqa-tied-ropescaled", "qwen3-mha-untied-headdim24");
+  const int size = GENERATE(2, 4);
+  INFO(model << " on " << size << " ranks");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("photon-tp-sharded-" + std::string(model) + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kParity + model + "/config.json", dir / "config.json");
+  const auto whole_file = SafetensorsFile::open(kParity + model + "/model.safetensors").value();
+  constexpr int kFiles = 3;
+  std::vector<std::vector<SafetensorsTensor>> files(kFiles);
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  int next = 0;
+  for (const SafetensorsEntry& e : whole_file.entries()) {
+    const Tensor t = whole_file.tensor(e);
+    const auto* bytes = static_cast<const unsigned char*>(t.raw());
+    const int f = next++ % kFiles;
+    files[static_cast<size_t>(f)].push_back({e.name, e.dtype, e.shape, {bytes, t.nbytes()}});
+    index["weight_map"][e.name] = fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, kFiles);
+    index["metadata"]["total_size"] = index["metadata"]["total_size"].get<uint64_t>() + t.nbytes();
+  }
+  for (int f = 0; f < kFiles; ++f) {
+    const auto path = dir / fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, kFiles);
+    REQUIRE(write_safetensors(path.string(), files[static_cast<size_t>(f)], {{"format", "pt"}}).is_ok());
+  }
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump();
+  REQUIRE_FALSE(std::filesystem::exists(dir / "model.safetensors"));
+  {
+    Group whole(kParity + model, 1), split(dir.string(), size);
+    for (const ForwardBatch& batch : prefill_then_decode()) {
+      const auto ref = whole.run(batch)[0];
+      const auto got = split.run(batch);
+      for (size_t r = 0; r < got.size(); ++r) {
+        INFO("rank " << r);
+        CHECK(max_abs_diff(got[r], ref) < 1e-4);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 #if defined(PHOTON_WITH_NCCL)

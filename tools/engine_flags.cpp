@@ -18,8 +18,8 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("model", "DIR|dummy:NAME",
            "Hugging Face checkpoint folder (config.json + safetensors), or a built-in "
            "shape with random weights: dummy:llama-3.2-1b, dummy:llama-3.2-3b, "
-           "dummy:llama-3.1-8b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
-           "dummy:tiny-llama3, dummy:tiny-qwen3");
+           "dummy:llama-3.1-8b, dummy:llama-3.1-70b, dummy:qwen3-0.6b, dummy:qwen3-1.7b, dummy:qwen3-8b, "
+           "dummy:qwen3-32b, dummy:tiny-llama3, dummy:tiny-qwen3");
   a.option("load-format", "auto|safetensors|dummy", "dummy: random weights for a folder holding only config.json",
            "auto");
   a.option("tokenizer", "DIR_OR_FILE", "tokenizer folder or tokenizer.json (default: the model folder's, if any)");

@@ -176,7 +176,9 @@ struct ModelInfo {
 class PHOTON_API Engine {
  public:
   /// Loads the model and takes all memory (weights, activations, KV cache) up front. Errors say what to change,
-  /// e.g. "the KV budget holds 812 tokens; lower max_model_len to 812 or raise memory_utilization".
+  /// e.g. "the KV budget holds 812 tokens; lower max_model_len to 812 or raise memory_utilization"; a model whose
+  /// weights alone exceed a device's memory is kOutOfMemory before any weight is loaded, naming the sizes and the
+  /// ways out (more tensor-parallel GPUs, int8).
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -260,6 +260,46 @@ Status connect_ranks(const EngineConfig& config, LocalModel& local) {
 #endif
 }
 
+// Step 3b: weights that cannot fit are refused before any byte is loaded — a 70B model on one GPU, or on a host of
+// a few dozen GB, would otherwise fill the memory first. A lower bound from the shapes, so that nothing that fits
+// is refused: 2 bytes a parameter (bf16, the narrowest float weights), int8 projections 1 byte plus a 4-byte scale
+// per group, against the device's whole memory. Each GPU holds 1/N of the model; CPU ranks share the host.
+Status check_weights_fit(const EngineConfig& config, const ModelSource& source, const ModelConfig& mc,
+                         LocalModel& local) {
+  const auto table = static_cast<double>(mc.vocab_size * mc.hidden_size);
+  const double tables = table * (mc.tie_word_embeddings ? 1 : 2);
+  const double projections = static_cast<double>(mc.num_parameters()) - tables;
+  double bytes = 2.0 * static_cast<double>(mc.num_parameters());
+  const bool int8 = source.quantization.int8 || mc.quantization.quantized();
+  if (int8) {
+    const double per_weight =
+        source.quantization.int8 ? 1.0 + 4.0 / static_cast<double>(source.quantization.group_size) : 1.0;
+    const double head_int8 = source.quantization.int8 && source.quantization.lm_head ? table : 0.0;
+    bytes = projections * per_weight + head_int8 * per_weight + (tables - head_int8) * 2.0;
+  }
+  Backend& backend = *local.backends[0];
+  const bool on_gpu = backend.device().kind == DeviceKind::kCuda;
+  // GPUs: each rank its 1/N on its own device. CPU: every hosted rank's 1/N in the one host memory.
+  const double ranks_here = on_gpu ? 1.0 : static_cast<double>(local.backends.size());
+  const double need = bytes * ranks_here / static_cast<double>(config.tensor_parallel_size);
+  size_t free_bytes = 0, total_bytes = 0;
+  if (!backend.memory_info(&free_bytes, &total_bytes).is_ok() || need <= static_cast<double>(total_bytes)) {
+    return Status::ok();
+  }
+  std::string fixes;
+  if (on_gpu) fixes = "split it over more GPUs (tensor_parallel_size, --tensor-parallel-size)";
+  if (!int8)
+    fixes += fmt::format("{}quantize it (--quantization int8: about {:.1f} GB in all)", on_gpu ? ", or " : "",
+                         (projections * (1.0 + 4.0 / 128.0) + tables * 2.0) / 1e9);
+  if (fixes.empty()) fixes = "use a device with more memory";
+  return Status(StatusCode::kOutOfMemory,
+                fmt::format("{}'s weights need at least {:.1f} GB on {} ({:.2f} B parameters{}), more than its {:.1f} "
+                            "GB of memory; {}",
+                            config.model, need / 1e9, backend.device().to_string(),
+                            static_cast<double>(mc.num_parameters()) / 1e9, int8 ? ", int8 projections" : " in bf16",
+                            static_cast<double>(total_bytes) / 1e9, fixes));
+}
+
 // Step 4: each hosted rank's shard of the weights onto its device. Progress counts every hosted rank's bytes: rank
 // i's share is the i-th of n equal parts of the total.
 Result<std::vector<ModelWeights>> load_rank_weights(const EngineConfig& config, const ModelSource& source,
@@ -360,6 +400,7 @@ Result<LocalModel> build_local_model(const EngineConfig& config, const ModelSour
   PHOTON_RETURN_IF_ERROR(make_rank_backends(config, hosted, local));
   PHOTON_ASSIGN_OR_RETURN(const DType kv_dtype, kv_cache_dtype(config.kv_cache_dtype, *local.backends[0]));
   PHOTON_RETURN_IF_ERROR(connect_ranks(config, local));
+  PHOTON_RETURN_IF_ERROR(check_weights_fit(config, source, mc, local));
   PHOTON_ASSIGN_OR_RETURN(std::vector<ModelWeights> weights, load_rank_weights(config, source, mc, hosted, local));
   PHOTON_ASSIGN_OR_RETURN(local.limits, decoder_limits(config, mc));
   PHOTON_RETURN_IF_ERROR(create_decoders(config, mc, std::move(weights), local));

@@ -70,9 +70,11 @@ const Preset kPresets[] = {
     {"llama-3.2-1b", [] { return llama3(2048, 8192, 16, 32, 8, 64, true, 32.0); }},
     {"llama-3.2-3b", [] { return llama3(3072, 8192, 28, 24, 8, 128, true, 32.0); }},
     {"llama-3.1-8b", [] { return llama3(4096, 14336, 32, 32, 8, 128, false, 8.0); }},
+    {"llama-3.1-70b", [] { return llama3(8192, 28672, 80, 64, 8, 128, false, 8.0); }},
     {"qwen3-0.6b", [] { return qwen3(1024, 3072, 28, 16, 8, 128, true); }},
     {"qwen3-1.7b", [] { return qwen3(2048, 6144, 28, 16, 8, 128, true); }},
     {"qwen3-8b", [] { return qwen3(4096, 12288, 36, 32, 8, 128, false); }},
+    {"qwen3-32b", [] { return qwen3(5120, 25600, 64, 64, 8, 128, false); }},
     // Fast test shapes: two layers over the real vocabularies.
     {"tiny-llama3", [] { return llama3(64, 128, 2, 4, 2, 16, true, 32.0); }},
     {"tiny-qwen3", [] { return qwen3(64, 128, 2, 4, 2, 32, true); }},
