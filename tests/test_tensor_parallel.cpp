@@ -26,6 +26,7 @@
 #include "cpu/thread_communicator.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
+#include "models/presets.hpp"
 #include "models/tensor_parallel.hpp"
 #include "reference.hpp"
 #if defined(PHOTON_WITH_NCCL)
@@ -161,6 +162,26 @@ TEST_CASE("shards split heads, KV heads, MLP features and the vocabulary") {
   CHECK(local.num_kv_heads == 1);
   CHECK(local.intermediate_size == 12);
   CHECK(local.vocab_size == 1001);
+}
+
+TEST_CASE("the 70B-class presets split over 2, 4 and 8 ranks") {
+  for (const char* name : {"llama-3.1-70b", "qwen3-32b"}) {
+    const ModelConfig c = dummy_preset_config(name).value();
+    for (const int size : {2, 4, 8}) {
+      INFO(name << " on " << size << " ranks");
+      REQUIRE(check_tensor_parallel(c, size).is_ok());
+      const TensorParallelShard last = make_shard(c, size - 1, size);
+      CHECK(last.num_heads == 64 / size);
+      CHECK(last.num_kv_heads == 8 / size);
+      CHECK(last.kv_head_begin == 8 - 8 / size);
+      CHECK(last.intermediate_size * size == c.intermediate_size);
+      CHECK(last.vocab_begin + last.vocab_rows >= c.vocab_size);
+    }
+    // 16 ranks (two hosts of eight GPUs): 4 query heads each, the 8 KV heads replicated twice.
+    REQUIRE(check_tensor_parallel(c, 16).is_ok());
+    CHECK(make_shard(c, 15, 16).num_kv_heads == 1);
+    CHECK(make_shard(c, 15, 16).kv_head_begin == 7);
+  }
 }
 
 TEST_CASE("a model that does not split over the ranks is an error naming the dimension") {
