@@ -7,6 +7,7 @@
 #include <span>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cpu/cpu_backend.hpp"
 #include "cpu/process_communicator.hpp"
@@ -80,6 +81,11 @@ int64_t blocks_per_seq(const EngineConfig& config, int32_t max_model_len) {
   return (max_model_len + config.block_size - 1) / config.block_size;
 }
 
+// The share of a device's memory the engine may take in all (EngineConfig::memory_utilization, or its default).
+double memory_utilization(const EngineConfig& config, bool on_gpu) {
+  return config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
+}
+
 // The KV blocks this rank can hold: an exact count, else a byte budget, else a share of the device's memory
 // (CPU ranks of one process share one memory, so they split it). Never more than max_num_seqs full-length
 // sequences can use.
@@ -93,7 +99,7 @@ Result<int64_t> kv_blocks(const EngineConfig& config, Backend& backend, uint64_t
   *budget_hint = "raise the KV cache memory";
   if (budget == 0) {
     const bool on_gpu = backend.device().kind == DeviceKind::kCuda;
-    const double utilization = config.memory_utilization > 0 ? config.memory_utilization : (on_gpu ? 0.9 : 0.5);
+    const double utilization = memory_utilization(config, on_gpu);
     size_t free_bytes = 0, total_bytes = 0;
     PHOTON_RETURN_IF_ERROR(backend.memory_info(&free_bytes, &total_bytes));
     // The engine may use `utilization` of the device in all; weights and activations already took their part.
@@ -261,9 +267,10 @@ Status connect_ranks(const EngineConfig& config, LocalModel& local) {
 }
 
 // Step 3b: weights that cannot fit are refused before any byte is loaded — a 70B model on one GPU, or on a host of
-// a few dozen GB, would otherwise fill the memory first. A lower bound from the shapes, so that nothing that fits
-// is refused: 2 bytes a parameter (bf16, the narrowest float weights), int8 projections 1 byte plus a 4-byte scale
-// per group, against the device's whole memory. Each GPU holds 1/N of the model; CPU ranks share the host.
+// a few dozen GB, would otherwise fill the memory first and fail at the KV cache. A lower bound from the shapes, so
+// that nothing that fits is refused: 2 bytes a parameter (bf16, the narrowest float weights), int8 projections 1
+// byte plus a 4-byte scale per group; against the share of the device the engine may take (memory_utilization),
+// or all of it when the KV cache is sized explicitly. Each GPU holds 1/N of the model; CPU ranks share the host.
 Status check_weights_fit(const EngineConfig& config, const ModelSource& source, const ModelConfig& mc,
                          LocalModel& local) {
   const auto table = static_cast<double>(mc.vocab_size * mc.hidden_size);
@@ -283,21 +290,25 @@ Status check_weights_fit(const EngineConfig& config, const ModelSource& source, 
   const double ranks_here = on_gpu ? 1.0 : static_cast<double>(local.backends.size());
   const double need = bytes * ranks_here / static_cast<double>(config.tensor_parallel_size);
   size_t free_bytes = 0, total_bytes = 0;
-  if (!backend.memory_info(&free_bytes, &total_bytes).is_ok() || need <= static_cast<double>(total_bytes)) {
-    return Status::ok();
+  if (!backend.memory_info(&free_bytes, &total_bytes).is_ok()) return Status::ok();
+  const auto total = static_cast<double>(total_bytes);
+  const bool explicit_kv = config.kv_cache_memory_bytes > 0 || config.num_kv_blocks > 0;
+  const double utilization = explicit_kv ? 1.0 : memory_utilization(config, on_gpu);
+  if (need <= utilization * total) return Status::ok();
+  std::vector<std::string> fixes;
+  if (need < total) fixes.emplace_back("raise memory_utilization (--memory-utilization)");
+  if (on_gpu) fixes.emplace_back("split it over more GPUs (--tensor-parallel-size)");
+  if (!int8) {
+    fixes.push_back(fmt::format("quantize it (--quantization int8: about {:.1f} GB in all)",
+                                (projections * (1.0 + 4.0 / 128.0) + tables * 2.0) / 1e9));
   }
-  std::string fixes;
-  if (on_gpu) fixes = "split it over more GPUs (tensor_parallel_size, --tensor-parallel-size)";
-  if (!int8)
-    fixes += fmt::format("{}quantize it (--quantization int8: about {:.1f} GB in all)", on_gpu ? ", or " : "",
-                         (projections * (1.0 + 4.0 / 128.0) + tables * 2.0) / 1e9);
-  if (fixes.empty()) fixes = "use a device with more memory";
+  if (fixes.empty()) fixes.emplace_back("use a device with more memory");
   return Status(StatusCode::kOutOfMemory,
-                fmt::format("{}'s weights need at least {:.1f} GB on {} ({:.2f} B parameters{}), more than its {:.1f} "
-                            "GB of memory; {}",
+                fmt::format("{}'s weights need at least {:.1f} GB on {} ({:.2f} B parameters{}), more than the {:.1f} "
+                            "GB the engine may take there ({:.2f} of {:.1f} GB); {}",
                             config.model, need / 1e9, backend.device().to_string(),
                             static_cast<double>(mc.num_parameters()) / 1e9, int8 ? ", int8 projections" : " in bf16",
-                            static_cast<double>(total_bytes) / 1e9, fixes));
+                            utilization * total / 1e9, utilization, total / 1e9, fmt::join(fixes, ", or ")));
 }
 
 // Step 4: each hosted rank's shard of the weights onto its device. Progress counts every hosted rank's bytes: rank
