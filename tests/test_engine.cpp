@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <thread>
 
@@ -12,6 +11,7 @@
 #include <photon/engine.hpp>
 
 #include "core/mapped_file.hpp"
+#include "cpu/cpu_backend.hpp"
 
 using namespace photon;
 using nlohmann::json;
@@ -361,17 +361,10 @@ TEST_CASE("the CPU's default KV cache is sized for the work, not for half of the
 }
 
 TEST_CASE("a model whose weights cannot fit the device is refused before loading, with the ways out") {
-  uint64_t total = 0;
-  {
-    std::ifstream in("/proc/meminfo");
-    std::string key, unit;
-    uint64_t kib = 0;
-    while (in >> key >> kib >> unit) {
-      if (key == "MemTotal:") total = kib * 1024;
-    }
-  }
+  size_t available = 0, total = 0;
+  REQUIRE(make_cpu_backend(default_cpu_allocator())->memory_info(&available, &total).is_ok());
   // Llama-3.1-70B: 141 GB of bf16 weights, 74 GB with int8 projections.
-  if (total == 0 || total > uint64_t{140} * 1000 * 1000 * 1000) SKIP("this host holds a 70B model's weights");
+  if (total > size_t{140} * 1000 * 1000 * 1000) SKIP("this host holds a 70B model's weights");
   EngineConfig c;
   c.model = "dummy:llama-3.1-70b";
   c.device = "cpu";
@@ -383,7 +376,7 @@ TEST_CASE("a model whose weights cannot fit the device is refused before loading
   CHECK(m.find("141.1 GB") != std::string::npos);
   CHECK(m.find("70.55 B parameters in bf16") != std::string::npos);
   CHECK(m.find("--quantization int8") != std::string::npos);
-  if (total < uint64_t{70} * 1000 * 1000 * 1000) {
+  if (total < size_t{70} * 1000 * 1000 * 1000) {
     c.quantization = "int8";
     engine = Engine::create(c);
     REQUIRE_FALSE(engine.is_ok());

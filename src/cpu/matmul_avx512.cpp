@@ -48,16 +48,27 @@ PHOTON_AVX512 inline __m512 load_w_masked(const void* base, int64_t i, __mmask16
 }
 
 // out[r, j0 + c] for r < MT, c < NT, over columns [k0, k1): stored, or added to what is there (a later block of k).
+// One token (decode) streams NT rows at once, several KiB apart, and the hardware prefetcher follows such short
+// parallel streams poorly: with 16 cores sharing the memory bus, a core's demand misses alone held a decode step at
+// ~80% of the read bandwidth. So with one token each 64 bytes of a row also prefetch the same bytes of the next
+// tile's row into L2, a tile ahead (+17% per decode step on a 16-core Xeon). Into L2, not L1: the tile ahead (32 KiB
+// and more) would evict the current one from L1, which cost 20% on a 2-core VM.
 template <int WK, int MT, int NT>
 PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k0, int64_t k1,
                                int64_t j0, float* out, int64_t ldo, bool accumulate) {
+  constexpr int64_t kElementBytes = WK == kWF32 ? 4 : 2;
   __m512 acc[MT][NT];
-  const void* rows[NT];
+  const char* rows[NT];
   for (int c = 0; c < NT; ++c) rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
   for (int r = 0; r < MT; ++r)
     for (int c = 0; c < NT; ++c) acc[r][c] = _mm512_setzero_ps();
   int64_t kk = k0;
   for (; kk + 16 <= k1; kk += 16) {
+    if constexpr (MT == 1) {
+      if (((kk * kElementBytes) & 63) == 0) {
+        for (int c = 0; c < NT; ++c) _mm_prefetch(rows[c] + NT * w_row_bytes + kk * kElementBytes, _MM_HINT_T1);
+      }
+    }
     __m512 wv[NT];
     for (int c = 0; c < NT; ++c) wv[c] = load_w<WK>(rows[c], kk);
     for (int r = 0; r < MT; ++r) {
@@ -82,38 +93,6 @@ PHOTON_AVX512 inline void tile(const float* x, int64_t ldx, const char* w, size_
     }
 }
 
-// One token (decode): out[j0 + c] for c < NT over all of k. NT rows stream at once, several KiB apart, and the
-// hardware prefetcher follows such short parallel streams poorly: with 16 cores sharing the memory bus, a core's
-// demand misses alone held a decode step at ~80% of the read bandwidth. So each 64 bytes of a row also prefetch the
-// same bytes of the next tile's row into L2, a tile ahead (+17% per decode step on a 16-core Xeon). Into L2, not
-// L1: the tile ahead (32 KiB and more) would evict the current one from L1, which cost 20% on a 2-core VM.
-template <int WK, int NT>
-PHOTON_AVX512 inline void row_tile(const float* x, const char* w, size_t w_row_bytes, int64_t k, int64_t j0,
-                                   float* out) {
-  constexpr int64_t kElementBytes = WK == kWF32 ? 4 : 2;
-  const char* rows[NT];
-  __m512 acc[NT];
-  for (int c = 0; c < NT; ++c) {
-    rows[c] = w + static_cast<size_t>(j0 + c) * w_row_bytes;
-    acc[c] = _mm512_setzero_ps();
-  }
-  const size_t ahead = NT * w_row_bytes;
-  int64_t kk = 0;
-  for (; kk + 16 <= k; kk += 16) {
-    if (((kk * kElementBytes) & 63) == 0) {
-      for (int c = 0; c < NT; ++c) _mm_prefetch(rows[c] + ahead + kk * kElementBytes, _MM_HINT_T1);
-    }
-    const __m512 xv = _mm512_loadu_ps(x + kk);
-    for (int c = 0; c < NT; ++c) acc[c] = _mm512_fmadd_ps(xv, load_w<WK>(rows[c], kk), acc[c]);
-  }
-  if (kk < k) {
-    const auto mask = static_cast<__mmask16>((1u << (k - kk)) - 1u);
-    const __m512 xv = _mm512_maskz_loadu_ps(mask, x + kk);
-    for (int c = 0; c < NT; ++c) acc[c] = _mm512_fmadd_ps(xv, load_w_masked<WK>(rows[c], kk, mask), acc[c]);
-  }
-  for (int c = 0; c < NT; ++c) out[j0 + c] = _mm512_reduce_add_ps(acc[c]);
-}
-
 // Token rows [i, i + MT) against weight rows [j_begin, j_end), NT weight rows at a time, over columns [k0, k1).
 template <int WK, int MT, int NT>
 PHOTON_AVX512 void sweep(const float* x, int64_t i, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k0,
@@ -128,22 +107,17 @@ PHOTON_AVX512 void sweep(const float* x, int64_t i, int64_t ldx, const char* w, 
 // All rows of one token block against weight rows [j_begin, j_end). Several tokens take k in blocks of kKBlock
 // columns, so that a tile's activations stay in L1 while the weight rows pass (one tile of 6 rows over all of a
 // 2048-column k is 48 KiB of f32, and reading it from L2 for every 4 weight rows bounded the GEMM at ~39% of the FMA
-// peak); a single token streams all of k at once in row_tile (decode: the weights are read once either way). Tiles of 6
-// tokens x 4 weight rows (24 accumulators, 4 weight vectors and one activation vector of the 32 registers; each weight
-// vector widened once serves 6 multiply-adds), the rest in tiles of 4, 2 and 1 token, so that no weight row is read
-// more than four times per block and k block.
+// peak); a single token streams all of k at once (decode: the weights are read once either way). Tiles of 6 tokens x
+// 4 weight rows (24 accumulators, 4 weight vectors and one activation vector of the 32 registers; each weight vector
+// widened once serves 6 multiply-adds), the rest in tiles of 4, 2 and 1 token, so that no weight row is read more
+// than four times per block and k block.
 template <int WK>
 PHOTON_AVX512 void rows_block(const float* x, int64_t m, int64_t ldx, const char* w, size_t w_row_bytes, int64_t k,
                               int64_t j_begin, int64_t j_end, float* out, int64_t n) {
-  if (m == 1) {
-    int64_t j = j_begin;
-    for (; j + 8 <= j_end; j += 8) row_tile<WK, 8>(x, w, w_row_bytes, k, j, out);
-    for (; j < j_end; ++j) row_tile<WK, 1>(x, w, w_row_bytes, k, j, out);
-    return;
-  }
   constexpr int64_t kKBlock = 512;
-  for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {
-    const int64_t k1 = k0 + kKBlock < k ? k0 + kKBlock : k;
+  const int64_t kb = m > 1 ? kKBlock : k;
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    const int64_t k1 = k0 + kb < k ? k0 + kb : k;
     int64_t i = 0;
     for (; i + 6 <= m; i += 6) sweep<WK, 6, 4>(x, i, ldx, w, w_row_bytes, k0, k1, j_begin, j_end, out, n);
     if (i + 4 <= m) {

@@ -276,13 +276,17 @@ Status check_weights_fit(const EngineConfig& config, const ModelSource& source, 
   const auto table = static_cast<double>(mc.vocab_size * mc.hidden_size);
   const double tables = table * (mc.tie_word_embeddings ? 1 : 2);
   const double projections = static_cast<double>(mc.num_parameters()) - tables;
-  double bytes = 2.0 * static_cast<double>(mc.num_parameters());
+  // The projections and `int8_table` embedding / LM-head weights at `per_weight` bytes each, the other tables bf16.
+  const auto int8_bytes = [&](double per_weight, double int8_table) {
+    return (projections + int8_table) * per_weight + (tables - int8_table) * 2.0;
+  };
   const bool int8 = source.quantization.int8 || mc.quantization.quantized();
-  if (int8) {
-    const double per_weight =
-        source.quantization.int8 ? 1.0 + 4.0 / static_cast<double>(source.quantization.group_size) : 1.0;
-    const double head_int8 = source.quantization.int8 && source.quantization.lm_head ? table : 0.0;
-    bytes = projections * per_weight + head_int8 * per_weight + (tables - head_int8) * 2.0;
+  double bytes = 2.0 * static_cast<double>(mc.num_parameters());
+  if (source.quantization.int8) {
+    bytes = int8_bytes(1.0 + 4.0 / static_cast<double>(source.quantization.group_size),
+                       source.quantization.lm_head ? table : 0.0);
+  } else if (int8) {
+    bytes = int8_bytes(1.0, 0.0);  // a quantized checkpoint: its scales' layout varies, values alone bound it
   }
   Backend& backend = *local.backends[0];
   const bool on_gpu = backend.device().kind == DeviceKind::kCuda;
@@ -300,7 +304,7 @@ Status check_weights_fit(const EngineConfig& config, const ModelSource& source, 
   if (on_gpu) fixes.emplace_back("split it over more GPUs (--tensor-parallel-size)");
   if (!int8) {
     fixes.push_back(fmt::format("quantize it (--quantization int8: about {:.1f} GB in all)",
-                                (projections * (1.0 + 4.0 / 128.0) + tables * 2.0) / 1e9));
+                                int8_bytes(1.0 + 4.0 / 128.0, 0.0) / 1e9));
   }
   if (fixes.empty()) fixes.emplace_back("use a device with more memory");
   return Status(StatusCode::kOutOfMemory,
