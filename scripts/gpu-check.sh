@@ -269,6 +269,9 @@ bench llama1b-4x128-int8 120 --model dummy:llama-3.2-1b --num-prompts 4 --input-
 bench llama1b-16x128 120 --model dummy:llama-3.2-1b --num-prompts 16 --input-len 128 --output-len 256
 bench llama1b-16x128-int8 120 --model dummy:llama-3.2-1b --num-prompts 16 --input-len 128 --output-len 256 \
   --quantization int8
+bench llama8b-4x128 180 --model dummy:llama-3.1-8b --num-prompts 4 --input-len 128 --output-len 256
+bench llama8b-4x128-int8 180 --model dummy:llama-3.1-8b --num-prompts 4 --input-len 128 --output-len 256 \
+  --quantization int8
 bench llama1b-1024x128-int8 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --quantization int8
 bench llama1b-256x2048-int8 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128 \

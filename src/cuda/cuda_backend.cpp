@@ -321,14 +321,14 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // x[M, K] times int8 weights for decode-sized M: the tensor-core W8A16 kernel for 2 to 16 rows where its shape
-  // rules allow, else the SIMT GEMV (up to 8 rows; at one row it streams as fast as the tensor-core kernel or faster,
-  // docs/performance.md); out is [M, n] (for SwiGLU, n = the intermediate size). False when neither applies: the
-  // caller widens the weights for cuBLASLt.
+  // x[M, K] times int8 weights for decode-sized M: the tensor-core W8A16 kernel for 2 to 16 rows (and one row of an
+  // LM-head-sized matrix) where its shape rules allow, else the SIMT GEMV (up to 8 rows; at one row it streams the
+  // projections faster, docs/performance.md); out is [M, n] (for SwiGLU, n = the intermediate size). False when
+  // neither applies: the caller widens the weights for cuBLASLt.
   bool int8_skinny(const Tensor& x, const Weight& w, int64_t n, void* out, bool out_f32, bool swiglu) {
     const int m = to_int(x.size(0)), k = to_int(x.size(1)), group = to_int(w.group_size);
     const int64_t ldx = x.stride(0);
-    if (m >= 2 && cuda::w8a16_mma_supported(m, k, ldx, group)) {
+    if (cuda::w8a16_mma_preferred(m, to_int(n), swiglu) && cuda::w8a16_mma_supported(m, k, ldx, group)) {
       if (swiglu) {
         cuda::w8a16_mma_swiglu(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
       } else {

@@ -76,6 +76,9 @@ void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& 
                       cudaStream_t s);
 /// Whether w8a16_mma handles this shape: 1 to 16 rows, K and the group multiples of 64, the row stride of 8.
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group);
+/// Whether w8a16_mma is the faster of the two int8 kernels for m rows of n output columns (SwiGLU: n = the
+/// intermediate size): from 2 rows on, and at one row for LM-head-sized matrices (measured on the H200).
+bool w8a16_mma_preferred(int m, int n, bool swiglu);
 /// gemv_int8 and gemv_swiglu_int8 on the tensor cores (w8a16_mma.cu): the same sums (each 64-column step's f32
 /// partial scaled by its group's scale) for up to 16 activation rows, at a cost per weight that does not grow with M.
 void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,

@@ -34,9 +34,8 @@
 namespace photon::cuda {
 namespace {
 
-constexpr int kStep = 64;     // k columns per warp step: 4 lanes x 16 bytes
-constexpr int kStages = 4;    // cp.async ring depth per warp
-constexpr int kMaxTiles = 4;  // 8-row weight tiles per block
+constexpr int kStep = 64;    // k columns per warp step: 4 lanes x 16 bytes
+constexpr int kStages = 4;   // cp.async ring depth per warp
 
 // The 16 int8 weights of one 16-byte load as 8 fp16 pairs (pair p holds the weights 2p and 2p + 1), exactly:
 // 0x64 above the byte q + 128 is the half 1024 + q + 128, and one packed subtraction of 1152 leaves q.
@@ -83,8 +82,11 @@ __global__ void __launch_bounds__(32 * kWarps)
                  void* __restrict__ out, bool out_f32) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;  // tiles of output columns
   constexpr int kRowsM = kUpper ? 16 : 8;
-  __shared__ uint4 ring[kWarps][kStages][kTiles][32];
   __shared__ float partial[kWarps][kTiles][kRowsM][8];
+  // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, then the block's scales.
+  extern __shared__ uint4 dynamic_smem[];
+  using Ring = uint4[kStages][kTiles][32];
+  Ring* ring = reinterpret_cast<Ring*>(dynamic_smem);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, t = lane % 4;
   const int first = blockIdx.x * kOutTiles * 8;  // first output column of the block
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   // The block's scales, [tile row][group] with a padded row stride, copied to shared memory before the PDL wait:
   // no step then waits on a scale's first trip to memory. Lane (r, t) reads those of its accumulator columns 2t and
   // 2t + 1 of each tile.
-  extern __shared__ float block_scales[];
+  float* block_scales = reinterpret_cast<float*>(dynamic_smem + kWarps * kStages * kTiles * 32);
   const int stride = wt.groups + 1;
   for (int e = threadIdx.x; e < kTiles * 8 * wt.groups; e += 32 * kWarps) {
     const int row = e / wt.groups, g = e % wt.groups, i = row / 8;
@@ -238,19 +240,22 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// Blocks of kTiles tiles; the fewer the tiles, the more warps share a block's k, so that small matrices still put
-// enough warps on every SM.
-template <int kTiles, bool kSwiglu>
-void launch_tiles(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-                  cudaStream_t s) {
+// Dynamic shared memory of a block: the weight ring, then the block's scales (padded rows).
+template <int kTiles, int kWarps>
+int smem_bytes(const Int8Weights& w) {
+  return kWarps * kStages * kTiles * 32 * 16 + kTiles * 8 * (w.groups + 1) * 4;
+}
+
+template <int kTiles, int kWarps, bool kSwiglu>
+void launch_config(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+                   cudaStream_t s) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;
-  constexpr int kWarps = 16 / kTiles;
   const int blocks = (n + kOutTiles * 8 - 1) / (kOutTiles * 8);
-  const int scale_bytes = kTiles * 8 * (w.groups + 1) * 4;
+  const int bytes = smem_bytes<kTiles, kWarps>(w);
   const auto go = [&](auto kernel) {
     // Above 48 KiB of shared memory in all needs an opt-in, per device: set it on every launch (a cheap host call).
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, scale_bytes);
-    launch(kernel, blocks, 32 * kWarps, static_cast<size_t>(scale_bytes), s, x, m, ldx, w, n, k, out, out_f32);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    launch(kernel, blocks, 32 * kWarps, static_cast<size_t>(bytes), s, x, m, ldx, w, n, k, out, out_f32);
   };
   if (m > 8) {
     go(w8a16_kernel<kTiles, kWarps, kSwiglu, true>);
@@ -259,25 +264,41 @@ void launch_tiles(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, i
   }
 }
 
-// The most tiles per block that still give every SM at least three blocks (smaller matrices take fewer tiles, down
-// to one, or two for SwiGLU, whose tiles come in gate/up pairs).
+// Picks the block shape (8-row tiles T, warps W) from the matrix's blocks of 16 output columns per SM, as measured on
+// the H200 (docs/performance.md, 2026-12-03: fourteen shapes, every projection of the 1B, 0.6B and 8B models at 1,
+// 4 and 16 rows): matrices of up to ~2 such blocks per SM want many warps splitting k in each block (T = 2, W = 16)
+// so that every SM streams; larger ones T = 4, W = 8; the widest (the LM head, >= 8 per SM) T = 4, W = 4. Above 8
+// rows the kernel holds more registers, 16-warp blocks fit one to an SM, and T = 4, W = 8 starts at 1.5 per SM.
+// SwiGLU tiles come in gate/up pairs, so T = 4 (two output tiles): W = 8 below 2 blocks per SM and, up to 8 rows, from
+// 6 per SM (the 8B model's MLP, where W = 4 leaves 1.4 waves of blocks), else W = 4.
+constexpr int kWideBlocksPerSm = 8;  // matrices of at least this many 16-column blocks per SM take T = 4, W = 4
+
 template <bool kSwiglu>
 void run(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
          cudaStream_t s) {
-  const auto blocks_for = [&](int tiles) {
-    const int cols = (kSwiglu ? tiles / 2 : tiles) * 8;
-    return (n + cols - 1) / cols;
-  };
-  const int want = 3 * sm_count();
-  if (blocks_for(kMaxTiles) >= want) return launch_tiles<kMaxTiles, kSwiglu>(x, m, ldx, w, n, k, out, out_f32, s);
-  if (kSwiglu || blocks_for(2) >= want) return launch_tiles<2, kSwiglu>(x, m, ldx, w, n, k, out, out_f32, s);
-  if constexpr (!kSwiglu) launch_tiles<1, false>(x, m, ldx, w, n, k, out, out_f32, s);
+  const int sms = sm_count();
+  const int blocks_of_two = (n + 15) / 16;  // blocks of 16 output columns
+  if (blocks_of_two >= kWideBlocksPerSm * sms) return launch_config<4, 4, kSwiglu>(x, m, ldx, w, n, k, out, out_f32, s);
+  if constexpr (kSwiglu) {
+    const bool wide = blocks_of_two >= 2 * sms && !(m <= 8 && blocks_of_two >= 6 * sms);
+    if (wide) return launch_config<4, 4, true>(x, m, ldx, w, n, k, out, out_f32, s);
+    launch_config<4, 8, true>(x, m, ldx, w, n, k, out, out_f32, s);
+  } else {
+    const bool mid = m <= 8 ? blocks_of_two > 2 * sms : 2 * blocks_of_two > 3 * sms;
+    if (mid) return launch_config<4, 8, false>(x, m, ldx, w, n, k, out, out_f32, s);
+    launch_config<2, 16, false>(x, m, ldx, w, n, k, out, out_f32, s);
+  }
 }
 
 }  // namespace
 
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group) {
   return m >= 1 && m <= 16 && k % kStep == 0 && ldx % 8 == 0 && group % kStep == 0;
+}
+
+bool w8a16_mma_preferred(int m, int n, bool swiglu) {
+  // At one row the SIMT GEMV streams the projections faster; the LM head (the widest band above) is the exception.
+  return m >= 2 || (!swiglu && (n + 15) / 16 >= kWideBlocksPerSm * sm_count());
 }
 
 void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,

@@ -1,0 +1,136 @@
+// How much speed cuBLASLt's first heuristic choice leaves on the table for the engine's bf16 matmuls
+// (out[m, n] = x[m, k] . w[n, k]^T, f32 accumulation, bf16 out, as cuda::Gemm runs them): for each projection shape
+// of the models photon bench runs and each row count M, every algorithm the heuristic offers (up to 16) is timed in
+// a CUDA graph, weights cycled through >= 512 MiB so none stays in L2. Prints one JSON line per shape and M:
+// {"model", "matrix", "m", "n", "k", "algos", "first_us", "best_us", "best_index", "tflops_best"}
+// where first_us is the heuristic's first algorithm (what an untuned plan runs) and best_index the fastest one's rank.
+// Usage: photon_gemm_algos [M ...] [--only TEXT]   (default M: 64 256 1024 4096; --only filters "model matrix")
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "graph_timing.hpp"
+
+#define CHECK_CUBLAS(call)                                                    \
+  do {                                                                        \
+    const cublasStatus_t st_ = (call);                                        \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                       \
+      std::fprintf(stderr, "%s: cuBLAS status %d\n", #call, static_cast<int>(st_)); \
+      std::exit(1);                                                           \
+    }                                                                         \
+  } while (0)
+
+namespace {
+
+struct Shape {
+  const char* model;
+  const char* matrix;
+  int n;  // output columns (weight rows)
+  int k;
+};
+
+constexpr Shape kShapes[] = {
+    {"llama-3.2-1b", "qkv", 3072, 2048},      {"llama-3.2-1b", "o", 2048, 2048},
+    {"llama-3.2-1b", "gate_up", 16384, 2048}, {"llama-3.2-1b", "down", 2048, 8192},
+    {"llama-3.2-1b", "lm_head", 128256, 2048}, {"qwen3-0.6b", "qkv", 4096, 1024},
+    {"qwen3-0.6b", "o", 1024, 2048},          {"qwen3-0.6b", "gate_up", 6144, 1024},
+    {"qwen3-0.6b", "down", 1024, 3072},       {"qwen3-0.6b", "lm_head", 151936, 1024},
+    {"llama-3.1-8b", "qkv", 6144, 4096},      {"llama-3.1-8b", "o", 4096, 4096},
+    {"llama-3.1-8b", "gate_up", 28672, 4096}, {"llama-3.1-8b", "down", 4096, 14336},
+};
+
+constexpr size_t kWorkspace = size_t{32} << 20;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> ms;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      ms.push_back(std::atoi(argv[i]));
+    }
+  }
+  if (ms.empty()) ms = {64, 256, 1024, 4096};
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  cublasLtHandle_t handle;
+  CHECK_CUBLAS(cublasLtCreate(&handle));
+  void* workspace = nullptr;
+  CHECK_CUDA(cudaMalloc(&workspace, kWorkspace));
+  const int max_m = 8192, max_k = 16384;
+  void* x = nullptr;
+  void* out = nullptr;
+  CHECK_CUDA(cudaMalloc(&x, size_t{2} * max_m * max_k));
+  CHECK_CUDA(cudaMemset(x, 0x3c, size_t{2} * max_m * max_k));
+  for (const Shape& s : kShapes) {
+    const std::string label = std::string(s.model) + " " + s.matrix;
+    if (label.find(only) == std::string::npos) continue;
+    const size_t bytes = size_t{2} * s.n * s.k;
+    const int copies = static_cast<int>((size_t{512} << 20) / bytes + 1);
+    std::vector<void*> weights(static_cast<size_t>(copies));
+    for (auto& w : weights) {
+      CHECK_CUDA(cudaMalloc(&w, bytes));
+      CHECK_CUDA(cudaMemset(w, 0x3c, bytes));
+    }
+    for (int m : ms) {
+      if (m > max_m) continue;
+      CHECK_CUDA(cudaMalloc(&out, size_t{2} * m * s.n));
+      cublasLtMatmulDesc_t op;
+      CHECK_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      cublasLtMatrixLayout_t a, b, c;
+      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.k, s.n, s.k));
+      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, s.k, m, s.k));
+      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, s.n, m, s.n));
+      cublasLtMatmulPreference_t pref;
+      CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+      size_t ws = kWorkspace;
+      CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      cublasLtMatmulHeuristicResult_t results[16];
+      int found = 0;
+      CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, pref, 16, results, &found));
+      double first_us = 0, best_us = 1e30;
+      int best = -1;
+      for (int i = 0; i < found; ++i) {
+        constexpr int kLaunches = 16;
+        const float alpha = 1.0f, beta = 0.0f;
+        bool failed = false;
+        auto enqueue = [&] {
+          for (int l = 0; l < kLaunches; ++l) {
+            if (cublasLtMatmul(handle, op, &alpha, weights[static_cast<size_t>(l % copies)], a, x, b, &beta, out, c,
+                               out, c, &results[i].algo, workspace, kWorkspace, stream) != CUBLAS_STATUS_SUCCESS) {
+              failed = true;
+            }
+          }
+        };
+        const double us = photon::bench::graph_us_per_launch(stream, kLaunches, enqueue, 10);
+        if (failed) continue;
+        if (i == 0) first_us = us;
+        if (us < best_us) best_us = us, best = i;
+      }
+      std::printf(
+          "{\"model\": \"%s\", \"matrix\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"algos\": %d, \"first_us\": "
+          "%.2f, \"best_us\": %.2f, \"best_index\": %d, \"tflops_best\": %.1f}\n",
+          s.model, s.matrix, m, s.n, s.k, found, first_us, best_us, best,
+          2.0 * m * s.n * s.k / best_us / 1e6);
+      std::fflush(stdout);
+      cublasLtMatmulPreferenceDestroy(pref);
+      cublasLtMatrixLayoutDestroy(c);
+      cublasLtMatrixLayoutDestroy(b);
+      cublasLtMatrixLayoutDestroy(a);
+      cublasLtMatmulDescDestroy(op);
+      CHECK_CUDA(cudaFree(out));
+    }
+    for (void* w : weights) CHECK_CUDA(cudaFree(w));
+  }
+  return 0;
+}
