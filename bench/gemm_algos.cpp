@@ -15,13 +15,13 @@
 
 #include "graph_timing.hpp"
 
-#define CHECK_CUBLAS(call)                                                    \
-  do {                                                                        \
-    const cublasStatus_t st_ = (call);                                        \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                       \
+#define CHECK_CUBLAS(call)                                                          \
+  do {                                                                              \
+    const cublasStatus_t st_ = (call);                                              \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                             \
       std::fprintf(stderr, "%s: cuBLAS status %d\n", #call, static_cast<int>(st_)); \
-      std::exit(1);                                                           \
-    }                                                                         \
+      std::exit(1);                                                                 \
+    }                                                                               \
   } while (0)
 
 namespace {
@@ -34,13 +34,13 @@ struct Shape {
 };
 
 constexpr Shape kShapes[] = {
-    {"llama-3.2-1b", "qkv", 3072, 2048},      {"llama-3.2-1b", "o", 2048, 2048},
-    {"llama-3.2-1b", "gate_up", 16384, 2048}, {"llama-3.2-1b", "down", 2048, 8192},
+    {"llama-3.2-1b", "qkv", 3072, 2048},       {"llama-3.2-1b", "o", 2048, 2048},
+    {"llama-3.2-1b", "gate_up", 16384, 2048},  {"llama-3.2-1b", "down", 2048, 8192},
     {"llama-3.2-1b", "lm_head", 128256, 2048}, {"qwen3-0.6b", "qkv", 4096, 1024},
-    {"qwen3-0.6b", "o", 1024, 2048},          {"qwen3-0.6b", "gate_up", 6144, 1024},
-    {"qwen3-0.6b", "down", 1024, 3072},       {"qwen3-0.6b", "lm_head", 151936, 1024},
-    {"llama-3.1-8b", "qkv", 6144, 4096},      {"llama-3.1-8b", "o", 4096, 4096},
-    {"llama-3.1-8b", "gate_up", 28672, 4096}, {"llama-3.1-8b", "down", 4096, 14336},
+    {"qwen3-0.6b", "o", 1024, 2048},           {"qwen3-0.6b", "gate_up", 6144, 1024},
+    {"qwen3-0.6b", "down", 1024, 3072},        {"qwen3-0.6b", "lm_head", 151936, 1024},
+    {"llama-3.1-8b", "qkv", 6144, 4096},       {"llama-3.1-8b", "o", 4096, 4096},
+    {"llama-3.1-8b", "gate_up", 28672, 4096},  {"llama-3.1-8b", "down", 4096, 14336},
 };
 
 constexpr size_t kWorkspace = size_t{32} << 20;
@@ -48,16 +48,9 @@ constexpr size_t kWorkspace = size_t{32} << 20;
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> ms;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      ms.push_back(std::atoi(argv[i]));
-    }
-  }
-  if (ms.empty()) ms = {64, 256, 1024, 4096};
+  const photon::bench::RowsArgs args = photon::bench::parse_rows_args(argc, argv, {64, 256, 1024, 4096});
+  const std::vector<int>& ms = args.rows;
+  const std::string& only = args.only;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
   cublasLtHandle_t handle;
@@ -94,7 +87,8 @@ int main(int argc, char** argv) {
       cublasLtMatmulPreference_t pref;
       CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
       size_t ws = kWorkspace;
-      CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      CHECK_CUBLAS(
+          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
       cublasLtMatmulHeuristicResult_t results[16];
       int found = 0;
       CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, pref, 16, results, &found));
@@ -120,8 +114,7 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"model\": \"%s\", \"matrix\": \"%s\", \"m\": %d, \"n\": %d, \"k\": %d, \"algos\": %d, \"first_us\": "
           "%.2f, \"best_us\": %.2f, \"best_index\": %d, \"tflops_best\": %.1f}\n",
-          s.model, s.matrix, m, s.n, s.k, found, first_us, best_us, best,
-          2.0 * m * s.n * s.k / best_us / 1e6);
+          s.model, s.matrix, m, s.n, s.k, found, first_us, best_us, best, 2.0 * m * s.n * s.k / best_us / 1e6);
       std::fflush(stdout);
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatrixLayoutDestroy(c);

@@ -40,16 +40,9 @@ constexpr Shape kShapes[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<int> ms;
-  std::string only;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      ms.push_back(std::atoi(argv[i]));
-    }
-  }
-  if (ms.empty()) ms.push_back(1);
+  const photon::bench::RowsArgs args = photon::bench::parse_rows_args(argc, argv, {1});
+  const std::vector<int>& ms = args.rows;
+  const std::string& only = args.only;
   for (int m : ms) {
     if (!photon::cuda::w8a16_mma_supported(m, 64, 64, 64)) {
       std::fprintf(stderr, "M = %d is outside the kernels' range (1..16)\n", m);

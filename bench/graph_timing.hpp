@@ -1,11 +1,13 @@
-// Shared by the GPU kernel benchmarks: a CUDA-error check that exits, and the time of a sequence of launches
-// replayed as a CUDA graph (as the engine's decode steps run them).
+// Shared by the GPU kernel benchmarks: a CUDA-error check that exits, their command line, and the time of a sequence
+// of launches replayed as a CUDA graph (as the engine's decode steps run them).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #define CHECK_CUDA(call)                                                 \
   do {                                                                   \
@@ -17,6 +19,32 @@
   } while (0)
 
 namespace photon::bench {
+
+/// A kernel benchmark's command line: row counts (positive integers) and `--only TEXT` (keep the shapes whose label
+/// contains TEXT). Exits with a message on anything else; `defaults` when no row count is given.
+struct RowsArgs {
+  std::vector<int> rows;
+  std::string only;
+};
+inline RowsArgs parse_rows_args(int argc, char** argv, std::vector<int> defaults) {
+  RowsArgs a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--only" && i + 1 < argc) {
+      a.only = argv[++i];
+      continue;
+    }
+    char* end = nullptr;
+    const long v = std::strtol(arg.c_str(), &end, 10);
+    if (arg.empty() || *end != '\0' || v < 1 || v > 1 << 20) {
+      std::fprintf(stderr, "'%s': expected a row count (a positive integer) or --only TEXT\n", arg.c_str());
+      std::exit(2);
+    }
+    a.rows.push_back(static_cast<int>(v));
+  }
+  if (a.rows.empty()) a.rows = std::move(defaults);
+  return a;
+}
 
 /// Captures enqueue() (which issues `launches` kernel launches on `stream`) into a graph, replays it once to warm up,
 /// then `replays` times under CUDA events; returns the mean microseconds per launch. Exits on a CUDA error.
