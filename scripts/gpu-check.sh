@@ -116,7 +116,7 @@ if want profile; then
   profile() {  # profile NAME ARGS...: kernel time table of one photon bench run
     local name=$1
     shift
-    [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
+    [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"$name" && return
     if timeout 200 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --log-file "/tmp/ncu-$name.csv" \
          "$build/bin/photon" bench --device cuda "$@" >"$out/profile-$name.log" 2>&1 &&
        python3 tools/profile/kernel_table.py "/tmp/ncu-$name.csv" >"$out/profile-$name.md"; then
@@ -140,7 +140,7 @@ if want timeline; then
        -DPHOTON_KERNEL_TRACE=ON -DPHOTON_BUILD_TESTS=OFF -DPHOTON_BUILD_BENCH=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
        >"$out/trace-build.log" 2>&1 && cmake --build build-trace --target photon_cli --parallel "$(nproc)" >>"$out/trace-build.log" 2>&1; then
     for model in qwen3-0.6b llama-3.2-1b; do
-      [ -n "$filter" ] && ! grep -qE "$filter" <<<"timeline-$model" && continue
+      [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"timeline-$model" && continue
       PHOTON_KERNEL_TRACE=/tmp/photon-$model.trace build-trace/bin/photon bench --model "dummy:$model" --device cuda \
         --num-prompts 1 --input-len 128 --output-len 256 >"$out/timeline-$model.log" 2>&1 &&
         python3 tools/profile/kernel_timeline.py /tmp/photon-$model.trace >"$out/timeline-$model.md" 2>&1
@@ -158,7 +158,7 @@ want bench || exit $status
 hbm=$(tail -1 "$results" | python3 -c "import json,sys; print(json.load(sys.stdin)['hbm_copy_gb_per_s'])" 2>/dev/null || echo 0)
 note "HBM copy bandwidth (read + write): $hbm GB/s"
 # The decode matmul kernels alone, at the models' projection shapes (weights read per second).
-if [ -z "$filter" ] || grep -qE "$filter" <<<"gemv"; then
+if [ -z "$filter" ] || grep -qE -- "$filter" <<<"gemv"; then
   "$build/bin/photon_gemv_bandwidth" 1 4 8 16 >"$out/gemv.jsonl" 2>&1
   python3 - "$out/gemv.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
@@ -176,7 +176,7 @@ PY
 fi
 
 # Decode attention alone (keys and values read per second) at batch 1 over short and long contexts and at batch 64.
-if [ -z "$filter" ] || grep -qE "$filter" <<<"attention"; then
+if [ -z "$filter" ] || grep -qE -- "$filter" <<<"attention"; then
   "$build/bin/photon_attention_bandwidth" 1x384 1x8192 1x32768 64x4096 1024x192 >"$out/attention.jsonl" 2>&1
   python3 - "$out/attention.jsonl" "$hbm" <<'PY' | tee -a "$summary"
 import json, sys
@@ -193,7 +193,7 @@ PY
 fi
 
 # The tensor-parallel all-reduce alone: microseconds per call at decode message sizes, peer path vs NCCL.
-if [ "$gpus" -ge 2 ] && { [ -z "$filter" ] || grep -qE "$filter" <<<"all_reduce"; }; then
+if [ "$gpus" -ge 2 ] && { [ -z "$filter" ] || grep -qE -- "$filter" <<<"all_reduce"; }; then
   timeout 120 "$build/bin/photon_all_reduce_latency" 8192 16384 65536 262144 1048576 >"$out/all_reduce.jsonl" 2>&1
   python3 - "$out/all_reduce.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
@@ -207,7 +207,7 @@ fi
 bench() {  # bench NAME TIMEOUT_S ARGS...
   local name=$1 limit=$2
   shift 2
-  [ -n "$filter" ] && ! grep -qE "$filter" <<<"$name" && return
+  [ -n "$filter" ] && ! grep -qE -- "$filter" <<<"$name" && return
   local line rc tmp
   tmp=$(mktemp)
   timeout "$limit" "$build/bin/photon" bench --device cuda --json "$@" >"$tmp" 2>"$tmp.err"
@@ -283,7 +283,7 @@ if [ "$gpus" -ge 2 ]; then
   bench llama8b-b1-tp2-nccl 240 --model dummy:llama-3.1-8b --num-prompts 1 --input-len 128 \
     --output-len 256 --tensor-parallel-size 2 --disable-custom-all-reduce
   # The same with one process per GPU: rank 1 serves in the background, rank 0 runs the benchmark.
-  if [ -z "$filter" ] || grep -qE "$filter" <<<"llama8b-b1-tp2-procs"; then
+  if [ -z "$filter" ] || grep -qE -- "$filter" <<<"llama8b-b1-tp2-procs"; then
     PHOTON_RANK=1 timeout 240 "$build/bin/photon" bench --device cuda --model dummy:llama-3.1-8b --num-prompts 1 \
       --input-len 128 --output-len 256 --tensor-parallel-size 2 --dist-init-addr 127.0.0.1:29512 \
       >"$out/tp-procs-worker.log" 2>&1 &

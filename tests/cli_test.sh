@@ -193,9 +193,9 @@ check "lm head without int8" 2 "'--quantize-lm-head' needs '--quantization int8'
 check "group size without int8" 2 "'--group-size' needs '--quantization int8'" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --group-size 64
 check "int8 groups across ranks" 1 "does not divide" -- "$photon" generate --model dummy:tiny-llama3 --prompt-ids 1 --quantization int8 --group-size 32 --tensor-parallel-size 4
 # Int8 weights: fewer weight bytes than bf16, and the bench says how it ran.
-bf16_bytes=$("$photon" bench --model dummy:tiny-qwen3 --num-prompts 1 --input-len 4 --output-len 4 --json 2>/dev/null | tail -1)
-int8_bytes=$("$photon" bench --model dummy:tiny-qwen3 --num-prompts 1 --input-len 4 --output-len 4 --json --quantization int8 \
-  --group-size 32 2>/dev/null | tail -1)
+tiny_bench=("$photon" bench --model dummy:tiny-qwen3 --device cpu --num-prompts 1 --input-len 4 --output-len 4 --json)
+bf16_bytes=$("${tiny_bench[@]}" 2>/dev/null | tail -1)
+int8_bytes=$("${tiny_bench[@]}" --quantization int8 --group-size 32 2>/dev/null | tail -1)
 if python3 - "$bf16_bytes" "$int8_bytes" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: int8 bench"; failures=$((failures + 1)); fi
 import json, sys
 bf16, int8 = json.loads(sys.argv[1]), json.loads(sys.argv[2])

@@ -154,8 +154,9 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   std::mt19937 rng(23);
   // 2 to 16 rows with k and the group multiples of 64 take the tensor-core kernel (on the H200's 132 SMs these shapes
   // give each of its block shapes, two tiles and 16 warps, four tiles and 8 or 4 warps, for the linear and the SwiGLU
-  // form; rows 8..15 when m > 8), and so does one row of an LM-head-sized matrix (1 x 18000 outputs); one row and
-  // other shapes of up to 8 rows take the SIMT GEMV, larger M
+  // form; rows 8..15 when m > 8), and so does one row of an LM-head-sized matrix or a wide SwiGLU (1 x 18000 and
+  // 1 x 26000 outputs, SwiGLU 1 x 9000 and 1 x 13000, with the activations staged); one row and other shapes of up
+  // to 8 rows take the SIMT GEMV, larger M
   // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group,
   // and output counts that are not multiples of the 8-row tiles.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
@@ -168,6 +169,7 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
                                 {2, 128, 13001, 64},
                                 {4, 128, 3000, 64},
                                 {1, 64, 9000, 64},
+                                {1, 128, 13000, 64},
                                 {12, 192, 6500, 64},
                                 {17, 96, 300, 32},
                                 {130, 256, 64, 128}}) {

@@ -34,8 +34,8 @@
 namespace photon::cuda {
 namespace {
 
-constexpr int kStep = 64;    // k columns per warp step: 4 lanes x 16 bytes
-constexpr int kStages = 4;   // cp.async ring depth per warp
+constexpr int kStep = 64;   // k columns per warp step: 4 lanes x 16 bytes
+constexpr int kStages = 4;  // cp.async ring depth per warp
 
 // The 16 int8 weights of one 16-byte load as 8 fp16 pairs (pair p holds the weights 2p and 2p + 1), exactly:
 // 0x64 above the byte q + 128 is the half 1024 + q + 128, and one packed subtraction of 1152 leaves q.
@@ -74,16 +74,21 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
 
 __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
 
+// n rounded up to a multiple of 4 (16-byte alignment of float arrays).
+__host__ __device__ constexpr int align4(int n) { return (n + 3) & ~3; }
+
 // kTiles: 8-row weight tiles per block (for SwiGLU, kTiles / 2 gate tiles and their up tiles); kUpper: activation
-// rows 8..15 are present (m > 8).
-template <int kTiles, int kWarps, bool kSwiglu, bool kUpper>
+// rows 8..15 are present (m > 8); kStagedX: the activations are staged in shared memory as fp16 once per block (when
+// one row of k fits, stage_x), else each step loads its own from global memory one step ahead.
+template <int kTiles, int kWarps, bool kSwiglu, bool kUpper, bool kStagedX>
 __global__ void __launch_bounds__(32 * kWarps)
     w8a16_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, Int8Weights wt, int n, int k,
                  void* __restrict__ out, bool out_f32) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;  // tiles of output columns
   constexpr int kRowsM = kUpper ? 16 : 8;
   __shared__ float partial[kWarps][kTiles][kRowsM][8];
-  // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, then the block's scales.
+  // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, the block's scales, then
+  // (kStagedX) the activations.
   extern __shared__ uint4 dynamic_smem[];
   using Ring = uint4[kStages][kTiles][32];
   Ring* ring = reinterpret_cast<Ring*>(dynamic_smem);
@@ -119,6 +124,10 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
       for (int j = 0; j < 2; ++j) sc[i][j] = block_scales[(i * 8 + 2 * t + j) * stride + g];
   };
+  // Staged activations: row i of x as fp16 pairs, x_stride words apart (padded by 16 bytes so that the rows of a
+  // step's fragment loads fall on different banks).
+  uint32_t* xs = reinterpret_cast<uint32_t*>(block_scales + align4(kTiles * 8 * stride));
+  const int x_stride = k / 2 + 4;
   // Activation rows r and r + 8 from column 16t; rows at or past m are zeros.
   const uint16_t* x_lo = x + static_cast<int64_t>(min(r, m - 1)) * ldx + 16 * t;
   const uint16_t* x_hi = x + static_cast<int64_t>(min(r + 8, m - 1)) * ldx + 16 * t;
@@ -151,8 +160,30 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int it = 0; it < kStages - 1; ++it) issue(it);
   pdl_begin();
   uint4 xl[2], xh[2];
-  if (warp < steps) load_x(warp, xl, xh);
-  __syncthreads();  // the block's scales are in shared memory
+  if constexpr (kStagedX) {
+    // Four 16-byte loads in flight per thread before any is converted and stored.
+    constexpr int kBatch = 4, kThreads = 32 * kWarps;
+    const int vecs = m * (k / 8);
+    for (int base = threadIdx.x; base < vecs; base += kBatch * kThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int e = base + j * kThreads, row = e / (k / 8), c = e % (k / 8);
+        if (e < vecs) v[j] = *reinterpret_cast<const uint4*>(x + row * ldx + c * 8);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int e = base + j * kThreads, row = e / (k / 8), c = e % (k / 8);
+        if (e < vecs) {
+          *reinterpret_cast<uint4*>(xs + row * x_stride + c * 4) = make_uint4(
+              bf16x2_to_f16x2(v[j].x), bf16x2_to_f16x2(v[j].y), bf16x2_to_f16x2(v[j].z), bf16x2_to_f16x2(v[j].w));
+        }
+      }
+    }
+  } else {
+    if (warp < steps) load_x(warp, xl, xh);
+  }
+  __syncthreads();  // the block's scales (and staged activations) are in shared memory
   float sc[kTiles][2];
   if (warp < steps) load_scales(warp, sc);
 
@@ -171,18 +202,38 @@ __global__ void __launch_bounds__(32 * kWarps)
     float nsc[kTiles][2];
     const bool more = s + kWarps < steps;
     if (more) {
-      load_x(s + kWarps, nxl, nxh);
+      if constexpr (!kStagedX) load_x(s + kWarps, nxl, nxh);
       load_scales(s + kWarps, nsc);
     }
     cp_async_wait<kStages - 1>();
 
-    const uint32_t xlw[8] = {xl[0].x, xl[0].y, xl[0].z, xl[0].w, xl[1].x, xl[1].y, xl[1].z, xl[1].w};
-    const uint32_t xhw[8] = {xh[0].x, xh[0].y, xh[0].z, xh[0].w, xh[1].x, xh[1].y, xh[1].z, xh[1].w};
     uint32_t al[8], ah[8];
+    if constexpr (kStagedX) {
+      // Lane (r, t)'s 16 columns of step s: 8 words from column 64 s + 16 t of rows r and r + 8.
+      const auto fragment = [&](bool present, int row, uint32_t(&a)[8]) {
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (present) {
+          const uint32_t* src = xs + row * x_stride + s * (kStep / 2) + 8 * t;
+          lo = *reinterpret_cast<const uint4*>(src);
+          hi = *reinterpret_cast<const uint4*>(src + 4);
+        }
+        a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
+      };
+      fragment(has_lo, r, al);
+      if constexpr (kUpper) {
+        fragment(has_hi, r + 8, ah);
+      } else {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      al[e] = bf16x2_to_f16x2(xlw[e]);
-      ah[e] = kUpper ? bf16x2_to_f16x2(xhw[e]) : 0u;
+        for (int e = 0; e < 8; ++e) ah[e] = 0u;
+      }
+    } else {
+      const uint32_t xlw[8] = {xl[0].x, xl[0].y, xl[0].z, xl[0].w, xl[1].x, xl[1].y, xl[1].z, xl[1].w};
+      const uint32_t xhw[8] = {xh[0].x, xh[0].y, xh[0].z, xh[0].w, xh[1].x, xh[1].y, xh[1].z, xh[1].w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        al[e] = bf16x2_to_f16x2(xlw[e]);
+        ah[e] = kUpper ? bf16x2_to_f16x2(xhw[e]) : 0u;
+      }
     }
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) {
@@ -200,7 +251,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
     if (more) {
-      xl[0] = nxl[0], xl[1] = nxl[1], xh[0] = nxh[0], xh[1] = nxh[1];
+      if constexpr (!kStagedX) xl[0] = nxl[0], xl[1] = nxl[1], xh[0] = nxh[0], xh[1] = nxh[1];
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) sc[i][0] = nsc[i][0], sc[i][1] = nsc[i][1];
     }
@@ -240,10 +291,19 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// Dynamic shared memory of a block: the weight ring, then the block's scales (padded rows).
+// One row of activations of at most this many bytes (fp16, padded) is staged in shared memory once per block. Measured
+// on the H200 (docs/performance.md, 2026-12-03): at one row staging took the kernel's steps off the activations'
+// latency (8B gate_up 41.2 -> 36.7 us, the 1B LM head 75.1 -> 69.4); at 4 rows it lost on the small matrices (the 1B
+// qkv 3.9 -> 4.6 us), where the loads one step ahead hide well enough.
+constexpr int kMaxStagedX = 32 << 10;
+
+bool stage_x(int m, int k) { return m == 1 && 2 * k + 16 <= kMaxStagedX; }
+
+// Dynamic shared memory of a block: the weight ring, the block's scales (padded rows), the staged activations.
 template <int kTiles, int kWarps>
-int smem_bytes(const Int8Weights& w) {
-  return kWarps * kStages * kTiles * 32 * 16 + kTiles * 8 * (w.groups + 1) * 4;
+int smem_bytes(const Int8Weights& w, int m, int k) {
+  return kWarps * kStages * kTiles * 32 * 16 + align4(kTiles * 8 * (w.groups + 1)) * 4 +
+         (stage_x(m, k) ? m * (2 * k + 16) : 0);
 }
 
 template <int kTiles, int kWarps, bool kSwiglu>
@@ -251,16 +311,19 @@ void launch_config(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, 
                    cudaStream_t s) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;
   const int blocks = (n + kOutTiles * 8 - 1) / (kOutTiles * 8);
-  const int bytes = smem_bytes<kTiles, kWarps>(w);
+  const int bytes = smem_bytes<kTiles, kWarps>(w, m, k);
+  const bool staged = stage_x(m, k);
   const auto go = [&](auto kernel) {
     // Above 48 KiB of shared memory in all needs an opt-in, per device: set it on every launch (a cheap host call).
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     launch(kernel, blocks, 32 * kWarps, static_cast<size_t>(bytes), s, x, m, ldx, w, n, k, out, out_f32);
   };
   if (m > 8) {
-    go(w8a16_kernel<kTiles, kWarps, kSwiglu, true>);
+    go(w8a16_kernel<kTiles, kWarps, kSwiglu, true, false>);
+  } else if (staged) {
+    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false, true>);
   } else {
-    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false>);
+    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false, false>);
   }
 }
 
@@ -297,8 +360,10 @@ bool w8a16_mma_supported(int m, int k, int64_t ldx, int group) {
 }
 
 bool w8a16_mma_preferred(int m, int n, bool swiglu) {
-  // At one row the SIMT GEMV streams the projections faster; the LM head (the widest band above) is the exception.
-  return m >= 2 || (!swiglu && (n + 15) / 16 >= kWideBlocksPerSm * sm_count());
+  // At one row (activations staged) the tensor cores win on the LM head and on SwiGLU matrices of at least 2 blocks
+  // of 16 columns per SM (the 1B and 8B MLPs); the SIMT GEMV on the rest (docs/performance.md, 2026-12-03).
+  const int blocks_of_two = (n + 15) / 16;
+  return m >= 2 || blocks_of_two >= (swiglu ? 2 : kWideBlocksPerSm) * sm_count();
 }
 
 void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
