@@ -11,18 +11,20 @@
 //   both operands come from one contiguous 16-byte (weights) or 32-byte (activations) run per lane, no shuffles;
 // - a byte widens exactly, two at a time, to fp16: 0x64 above the byte q + 128 is the half 1024 + q + 128, and one
 //   packed subtraction gives q (a permute and a subtraction per pair, a quarter of an xor per byte). The
-//   activations are converted from bf16 to fp16 once per step for all tiles: exact in fp16's normal range, which
+//   activations are converted from bf16 to fp16 once for all tiles: exact in fp16's normal range, which
 //   covers what projections see; beyond +-65504 they saturate, and below 2^-14 they keep fp16's subnormal precision;
 // - a 64-column step lies inside one group (groups are multiples of 64 here), so its four mma results are scaled by
 //   the group's scale once, in f32, exactly as the ideal dequantized product rounds;
 // - the weights go global -> shared memory with cp.async through a 4-stage ring per warp; each lane reads back only
 //   what it copied, so no block barrier is needed in the loop, and three steps of weights per warp are in flight
-//   without holding registers; the next step's activations load into registers while a step computes. The first
+//   without holding registers. One row of activations is staged in shared memory as fp16 once per block (after
+//   the PDL wait), so a step waits only on its weights; more rows load into registers one step ahead. The first
 //   stages' weights and all of the block's scales (into shared memory) load before the PDL wait (weights are
 //   constant);
 // - the warps of a block split k (warp w takes steps w, w + W, ...), so each block's tiles stream with all its warps,
 //   and their sums meet in shared memory. The SwiGLU form takes gate tiles and the matching up tiles of the stacked
-//   [gate; up] matrix in one block and writes silu(gate) * up.
+//   [gate; up] matrix in one block and writes silu(gate) * up. The block shape (tiles, warps) follows the matrix's
+//   size against the SMs (run(), below).
 #include <algorithm>
 
 #include <cuda_fp16.h>
