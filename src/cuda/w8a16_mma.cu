@@ -80,14 +80,15 @@ __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
 __host__ __device__ constexpr int align4(int n) { return (n + 3) & ~3; }
 
 // kTiles: 8-row weight tiles per block (for SwiGLU, kTiles / 2 gate tiles and their up tiles); kUpper: activation
-// rows 8..15 are present (m > 8); kStagedX: the activations are staged in shared memory as fp16 once per block (when
-// one row of k fits, stage_x), else each step loads its own from global memory one step ahead.
+// rows 8..15 are present (m > 8); kStagedX: the one row of activations (m = 1) is staged in shared memory as fp16
+// once per block (stage_x), else each step loads its own from global memory one step ahead.
 template <int kTiles, int kWarps, bool kSwiglu, bool kUpper, bool kStagedX>
 __global__ void __launch_bounds__(32 * kWarps)
     w8a16_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, Int8Weights wt, int n, int k,
                  void* __restrict__ out, bool out_f32) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;  // tiles of output columns
   constexpr int kRowsM = kUpper ? 16 : 8;
+  static_assert(!(kStagedX && kUpper), "only one row of activations is staged");
   __shared__ float partial[kWarps][kTiles][kRowsM][8];
   // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, the block's scales, then
   // (kStagedX) the activations.
@@ -126,10 +127,8 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
       for (int j = 0; j < 2; ++j) sc[i][j] = block_scales[(i * 8 + 2 * t + j) * stride + g];
   };
-  // Staged activations: row i of x as fp16 pairs, x_stride words apart (padded by 16 bytes so that the rows of a
-  // step's fragment loads fall on different banks).
+  // The staged row of activations as fp16 pairs.
   uint32_t* xs = reinterpret_cast<uint32_t*>(block_scales + align4(kTiles * 8 * stride));
-  const int x_stride = k / 2 + 4;
   // Activation rows r and r + 8 from column 16t; rows at or past m are zeros.
   const uint16_t* x_lo = x + static_cast<int64_t>(min(r, m - 1)) * ldx + 16 * t;
   const uint16_t* x_hi = x + static_cast<int64_t>(min(r + 8, m - 1)) * ldx + 16 * t;
@@ -165,19 +164,17 @@ __global__ void __launch_bounds__(32 * kWarps)
   if constexpr (kStagedX) {
     // Four 16-byte loads in flight per thread before any is converted and stored.
     constexpr int kBatch = 4, kThreads = 32 * kWarps;
-    const int vecs = m * (k / 8);
+    const int vecs = k / 8;
     for (int base = threadIdx.x; base < vecs; base += kBatch * kThreads) {
       uint4 v[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int e = base + j * kThreads, row = e / (k / 8), c = e % (k / 8);
-        if (e < vecs) v[j] = *reinterpret_cast<const uint4*>(x + row * ldx + c * 8);
+        if (base + j * kThreads < vecs) v[j] = *reinterpret_cast<const uint4*>(x + (base + j * kThreads) * 8);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int e = base + j * kThreads, row = e / (k / 8), c = e % (k / 8);
-        if (e < vecs) {
-          *reinterpret_cast<uint4*>(xs + row * x_stride + c * 4) = make_uint4(
+        if (base + j * kThreads < vecs) {
+          *reinterpret_cast<uint4*>(xs + (base + j * kThreads) * 4) = make_uint4(
               bf16x2_to_f16x2(v[j].x), bf16x2_to_f16x2(v[j].y), bf16x2_to_f16x2(v[j].z), bf16x2_to_f16x2(v[j].w));
         }
       }
@@ -211,23 +208,16 @@ __global__ void __launch_bounds__(32 * kWarps)
 
     uint32_t al[8], ah[8];
     if constexpr (kStagedX) {
-      // Lane (r, t)'s 16 columns of step s: 8 words from column 64 s + 16 t of rows r and r + 8.
-      const auto fragment = [&](bool present, int row, uint32_t(&a)[8]) {
-        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-        if (present) {
-          const uint32_t* src = xs + row * x_stride + s * (kStep / 2) + 8 * t;
-          lo = *reinterpret_cast<const uint4*>(src);
-          hi = *reinterpret_cast<const uint4*>(src + 4);
-        }
-        a[0] = lo.x, a[1] = lo.y, a[2] = lo.z, a[3] = lo.w, a[4] = hi.x, a[5] = hi.y, a[6] = hi.z, a[7] = hi.w;
-      };
-      fragment(has_lo, r, al);
-      if constexpr (kUpper) {
-        fragment(has_hi, r + 8, ah);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ah[e] = 0u;
+      // Lane (0, t)'s 16 columns of step s: 8 words from column 64 s + 16 t; the other rows' lanes hold zeros.
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (has_lo) {
+        const uint32_t* src = xs + s * (kStep / 2) + 8 * t;
+        lo = *reinterpret_cast<const uint4*>(src);
+        hi = *reinterpret_cast<const uint4*>(src + 4);
       }
+      al[0] = lo.x, al[1] = lo.y, al[2] = lo.z, al[3] = lo.w, al[4] = hi.x, al[5] = hi.y, al[6] = hi.z, al[7] = hi.w;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ah[e] = 0u;
     } else {
       const uint32_t xlw[8] = {xl[0].x, xl[0].y, xl[0].z, xl[0].w, xl[1].x, xl[1].y, xl[1].z, xl[1].w};
       const uint32_t xhw[8] = {xh[0].x, xh[0].y, xh[0].z, xh[0].w, xh[1].x, xh[1].y, xh[1].z, xh[1].w};
@@ -293,19 +283,18 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// One row of activations of at most this many bytes (fp16, padded) is staged in shared memory once per block. Measured
+// One row of activations of at most this many bytes (fp16) is staged in shared memory once per block. Measured
 // on the H200 (docs/performance.md, 2026-12-03): at one row staging took the kernel's steps off the activations'
 // latency (8B gate_up 41.2 -> 36.7 us, the 1B LM head 75.1 -> 69.4); at 4 rows it lost on the small matrices (the 1B
 // qkv 3.9 -> 4.6 us), where the loads one step ahead hide well enough.
 constexpr int kMaxStagedX = 32 << 10;
 
-bool stage_x(int m, int k) { return m == 1 && 2 * k + 16 <= kMaxStagedX; }
+bool stage_x(int m, int k) { return m == 1 && 2 * k <= kMaxStagedX; }
 
 // Dynamic shared memory of a block: the weight ring, the block's scales (padded rows), the staged activations.
 template <int kTiles, int kWarps>
 int smem_bytes(const Int8Weights& w, int m, int k) {
-  return kWarps * kStages * kTiles * 32 * 16 + align4(kTiles * 8 * (w.groups + 1)) * 4 +
-         (stage_x(m, k) ? m * (2 * k + 16) : 0);
+  return kWarps * kStages * kTiles * 32 * 16 + align4(kTiles * 8 * (w.groups + 1)) * 4 + (stage_x(m, k) ? 2 * k : 0);
 }
 
 template <int kTiles, int kWarps, bool kSwiglu>
