@@ -5,7 +5,6 @@
 // {"model", "matrix", "m", "n", "k", "algos", "first_us", "best_us", "best_index", "tflops_best"}
 // where first_us is the heuristic's first algorithm (what an untuned plan runs) and best_index the fastest one's rank.
 // Usage: photon_gemm_algos [M ...] [--only TEXT]   (default M: 64 256 1024 4096; --only filters "model matrix")
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -13,16 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/gemm.hpp"
 #include "graph_timing.hpp"
-
-#define CHECK_CUBLAS(call)                                                          \
-  do {                                                                              \
-    const cublasStatus_t st_ = (call);                                              \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                             \
-      std::fprintf(stderr, "%s: cuBLAS status %d\n", #call, static_cast<int>(st_)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
 
 namespace {
 
@@ -43,7 +34,14 @@ constexpr Shape kShapes[] = {
     {"llama-3.1-8b", "gate_up", 28672, 4096},  {"llama-3.1-8b", "down", 4096, 14336},
 };
 
-constexpr size_t kWorkspace = size_t{32} << 20;
+template <typename T>
+T check(photon::Result<T> r) {
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "%s\n", r.status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(r).value();
+}
 
 }  // namespace
 
@@ -53,10 +51,13 @@ int main(int argc, char** argv) {
   const std::string& only = args.only;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
-  cublasLtHandle_t handle;
-  CHECK_CUBLAS(cublasLtCreate(&handle));
   void* workspace = nullptr;
-  CHECK_CUDA(cudaMalloc(&workspace, kWorkspace));
+  CHECK_CUDA(cudaMalloc(&workspace, photon::cuda::Gemm::kWorkspaceBytes));
+  photon::cuda::Gemm gemm;
+  if (const photon::Status st = gemm.init(workspace); !st.is_ok()) {
+    std::fprintf(stderr, "%s\n", st.message().c_str());
+    return 1;
+  }
   const int max_m = 8192, max_k = 16384;
   void* x = nullptr;
   void* out = nullptr;
@@ -75,35 +76,16 @@ int main(int argc, char** argv) {
     for (int m : ms) {
       if (m > max_m) continue;
       CHECK_CUDA(cudaMalloc(&out, size_t{2} * m * s.n));
-      cublasLtMatmulDesc_t op;
-      CHECK_CUBLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      cublasLtMatrixLayout_t a, b, c;
-      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.k, s.n, s.k));
-      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, s.k, m, s.k));
-      CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, s.n, m, s.n));
-      cublasLtMatmulPreference_t pref;
-      CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-      size_t ws = kWorkspace;
-      CHECK_CUBLAS(
-          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-      cublasLtMatmulHeuristicResult_t results[16];
-      int found = 0;
-      CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, pref, 16, results, &found));
+      const int found = check(gemm.algorithm_count(m, s.k, s.k, s.n, false));
       double first_us = 0, best_us = 1e30;
       int best = -1;
       for (int i = 0; i < found; ++i) {
         constexpr int kLaunches = 16;
-        const float alpha = 1.0f, beta = 0.0f;
         bool failed = false;
         auto enqueue = [&] {
           for (int l = 0; l < kLaunches; ++l) {
-            if (cublasLtMatmul(handle, op, &alpha, weights[static_cast<size_t>(l % copies)], a, x, b, &beta, out, c,
-                               out, c, &results[i].algo, workspace, kWorkspace, stream) != CUBLAS_STATUS_SUCCESS) {
-              failed = true;
-            }
+            failed |=
+                !gemm.run(x, m, s.k, s.k, weights[static_cast<size_t>(l % copies)], s.n, out, false, stream, i).is_ok();
           }
         };
         const double us = photon::bench::graph_us_per_launch(stream, kLaunches, enqueue, 10);
@@ -116,11 +98,6 @@ int main(int argc, char** argv) {
           "%.2f, \"best_us\": %.2f, \"best_index\": %d, \"tflops_best\": %.1f}\n",
           s.model, s.matrix, m, s.n, s.k, found, first_us, best_us, best, 2.0 * m * s.n * s.k / best_us / 1e6);
       std::fflush(stdout);
-      cublasLtMatmulPreferenceDestroy(pref);
-      cublasLtMatrixLayoutDestroy(c);
-      cublasLtMatrixLayoutDestroy(b);
-      cublasLtMatrixLayoutDestroy(a);
-      cublasLtMatmulDescDestroy(op);
       CHECK_CUDA(cudaFree(out));
     }
     for (void* w : weights) CHECK_CUDA(cudaFree(w));
