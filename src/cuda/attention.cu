@@ -3,10 +3,12 @@
 // Grid: (query token, group of G query heads sharing one KV head, KV split). Each block reads its KV head's visible
 // keys once for all G query heads (GQA: 4x less cache traffic than a block per query head on Llama 3), with an
 // online softmax per head (running max and sum). With one split the block writes the bf16 output; with several
-// (flash-decoding, for few tokens over long contexts) it writes (max, sum, unnormalised output) per head, and the
-// last split block of a (token, head group) to finish — counted with an atomic in the workspace — merges them, so a
-// decode step needs no second kernel. Splits are fixed per launch (graphs): a context takes one split per
-// kSplitKeys keys up to that count and leaves the rest empty (those blocks leave at once).
+// (flash-decoding, for few tokens over long contexts) the splits' (max, sum, unnormalised output) per head are merged
+// without a second kernel: on Hopper and later the splits of a (token, head group) run as one thread block cluster
+// and merge through each other's shared memory (cluster_finish; up to 16 splits); elsewhere each writes them to the
+// workspace and the last split block to finish — counted with an atomic there — merges them (finish_pooled). Splits
+// are fixed per launch (graphs): a context takes as many as its length asks for (kSplitKeys) up to that count and
+// leaves the rest empty (those blocks leave at once, or, in a cluster, after its barriers).
 //
 // Head dimensions 64 and 128 (every supported model) take the tensor-core kernel: a split's keys are cut into tiles
 // of 16 that the block's four warps take in turn, each warp running its own online softmax and streaming its tiles
@@ -17,6 +19,8 @@
 // as FlashAttention does: a few instructions per key where f32 SIMT code needed dozens.
 // Other head dimensions take a plain f32 kernel that reads the cache as it goes, one thread per key, in block-wide
 // tiles. Accumulation is f32 throughout.
+#include <cooperative_groups.h>
+
 #include <type_traits>
 
 #include "cuda/common.cuh"
@@ -31,9 +35,18 @@ constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPartialRows = 2048;  // (token, head, split) partials the workspace holds
 constexpr int kMaxSplits = 64;
-// Keys per split while the launch has splits to spare: short splits keep a batch-1 decode step's attention a few
-// dependent loads long (at 384 keys, 12 splits of 32 keys took 9 µs per layer where 3 splits of 128 took 14).
+// Splits of one (token, head group) that merge through distributed shared memory: a thread block cluster of at most
+// 16 blocks (the largest Hopper schedules, as a non-portable size).
+constexpr int kMaxClusterSplits = 16;
+// How a context of n keys is split: into max(ceil(n / long_keys), min(kShortSplits, ceil(n / kSplitKeys))) splits,
+// at most `most` and the launch's count (graphs fix that count for every context they replay). Short contexts take up
+// to 16 splits of kSplitKeys keys or more, which keeps a batch-1 step's attention a few dependent loads long (at 384
+// keys, 12 splits of 32 keys took 9 µs a layer where 3 splits of 128 took 14); longer ones splits of long_keys
+// (split_keys: 128 for the tensor-core kernel), each split adding partials to merge, and for head dim 128 at most 32
+// splits (live_splits), whose 8 KB tiles stream better in longer splits (one sequence of 2,048 / 8,192 / 32,768 keys,
+// qwen3-0.6b's shape: 7.1 / 14.4 / 37.4 µs a layer against 12.9 / 19.5 / 44.6 in splits of 32 keys, up to 64).
 constexpr int kSplitKeys = 32;
+constexpr int kShortSplits = 16;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 128;  // keys per softmax tile of the plain kernel
 
@@ -75,8 +88,9 @@ struct SplitRange {
   const int32_t* blocks;  // the sequence's page table
 };
 
-// Contains a barrier; call it from every thread of the block.
-__device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int splits, int split) {
+// long_keys and most: the split rule's (kSplitKeys). Contains a barrier; call it from every thread of the block.
+__device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int splits, int split, int long_keys,
+                                                  int most) {
   __shared__ int seq_shared;
   if (threadIdx.x == 0) {  // the sequence of this token: the last s with query_start[s] <= t
     int lo = 0, hi = kv.num_seqs - 1;
@@ -96,9 +110,10 @@ __device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int 
   SplitRange r;
   r.cached_end = kv.seq_lens[s] - (kv.query_start[s + 1] - kv.query_start[s]);
   const int ctx = r.cached_end + (t - kv.query_start[s]) + 1;  // the cached keys and this step's up to t
-  // Splits are fixed per launch (a graph replays them for every context length); contexts too short to give each
-  // split kSplitKeys keys use fewer of them, and a single live split writes the output itself.
-  r.live = min(splits, (ctx + kSplitKeys - 1) / kSplitKeys);
+  // Splits are fixed per launch (a graph replays them for every context length); a context uses as many as the rule
+  // at kSplitKeys gives it, and a single live split writes the output itself.
+  r.live = min(min(splits, most),
+               max((ctx + long_keys - 1) / long_keys, min(kShortSplits, (ctx + kSplitKeys - 1) / kSplitKeys)));
   const int per_split = (ctx + r.live - 1) / r.live;
   r.key_begin = split * per_split;
   r.key_end = min(ctx, r.key_begin + per_split);
@@ -257,6 +272,73 @@ __device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float 
                          part_ml, arrivals);
 }
 
+// The end of the tensor-core kernel when its `live` splits (> 1) run as one thread block cluster: instead of partials
+// in global memory, an atomic arrival and a merging block (finish_pooled), each block posts its split's output (the
+// sum of `pool`, kWarps partial outputs per head as finish_pooled takes them, scaled to final_max in natural-log units
+// with softmax sum final_sum) and (max, sum) in its own shared memory, and after a cluster barrier each live block
+// merges a 1 / live share of the G x kHeadDim outputs from all of them through distributed shared memory. Blocks
+// without keys (split >= live) pass null pointers: they only keep the two barriers. Contains barriers; call it from
+// every thread of every block of the cluster. Compiled for Hopper and later (clusters are never launched before).
+template <int G, int kHeadDim>
+__device__ __forceinline__ void cluster_finish(const float* pool, const float* final_max, const float* final_sum,
+                                               int live, int split, int64_t row, uint16_t* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int kElems = G * kHeadDim;
+  __shared__ float part[kElems];  // this split's output for head g at g * kHeadDim + d
+  __shared__ float2 ml[G];        // this split's (max, sum) per head
+  __shared__ float weight[G][kMaxClusterSplits];
+  __shared__ float total[G];
+  const int tid = threadIdx.x;
+  const bool has_keys = split < live;
+  if (has_keys) {
+    for (int i = tid; i < kElems; i += kThreads) {
+      const int g = i / kHeadDim, d = i % kHeadDim;
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) v += pool[(g * kWarps + w) * kHeadDim + d];
+      part[i] = v;
+    }
+    if (tid < G) ml[tid] = make_float2(final_max[tid], final_sum[tid]);
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every live split has posted its output
+  if (has_keys) {
+    // Each split's weight e^(m_s - M) per head, and the merged softmax sum.
+    if (tid < G) {
+      float2 v[kMaxClusterSplits];
+      float m = -INFINITY;
+#pragma unroll
+      for (int s = 0; s < kMaxClusterSplits; ++s) {
+        v[s] = s < live ? *cluster.map_shared_rank(&ml[tid], s) : make_float2(-INFINITY, 0.0f);
+        m = fmaxf(m, v[s].x);
+      }
+      float l = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kMaxClusterSplits; ++s) {
+        const float w = v[s].y > 0.0f ? __expf(v[s].x - m) : 0.0f;
+        weight[tid][s] = w;
+        l += v[s].y * w;
+      }
+      total[tid] = l;
+    }
+    __syncthreads();
+    const int share = (kElems + live - 1) / live;
+    const int end = min(kElems, (split + 1) * share);
+    for (int i = split * share + tid; i < end; i += kThreads) {
+      const int g = i / kHeadDim;
+      float v = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kMaxClusterSplits; ++s) {
+        if (s < live) v += weight[g][s] * *cluster.map_shared_rank(&part[i], s);
+      }
+      out[row + i] = f2bf(total[g] > 0.0f ? v / total[g] : 0.0f);
+    }
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+#endif
+}
+
 // cp.async.wait_group with a run-time count (0..3 groups left in flight).
 __device__ __forceinline__ void cp_async_wait_upto(int n) {
   if (n >= 3) {
@@ -297,7 +379,8 @@ constexpr size_t mma_smem(int stages) {
 template <int kHeadDim, int G>
 __global__ void __launch_bounds__(kThreads)
     mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2, int splits,
-                         int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
+                         int stages, bool clustered, int long_keys, int most, uint16_t* out, float* part_out,
+                         float* part_ml, unsigned* arrivals) {
   constexpr int hd = kHeadDim;
   constexpr int kVecs = hd / 8;                      // 16-byte chunks per row
   constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;  // bf16 elements per ring slot
@@ -308,8 +391,17 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float final_max[G], final_sum[G];
   const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const SplitRange r = split_range(kv, t, splits, split);
-  if (split >= r.live) return;
+  const SplitRange r = split_range(kv, t, splits, split, long_keys, most);
+  // Launched in clusters of the splits, the live splits merge through each other's shared memory, and every block of
+  // the cluster (the same r.live in all of them) takes part in its barriers, also the blocks without keys.
+  const bool cluster_merge = clustered && r.live > 1;
+  if (split >= r.live) {
+    if (cluster_merge) {
+      pdl_begin();  // lets the next kernel launch early, as the other blocks do
+      cluster_finish<G, hd>(nullptr, nullptr, nullptr, r.live, split, 0, nullptr);
+    }
+    return;
+  }
   const int kvh = h0 / (heads / kv.num_kv_heads);
   const HeadKv cache = head_kv(kv, r, kvh, hd);
   const auto k_pos = [](int row, int c) { return row * kVecs + (c ^ ((row & 1) << 2)); };
@@ -462,8 +554,12 @@ __global__ void __launch_bounds__(kThreads)
     final_sum[tid] = l;
   }
   __syncthreads();
-  finish_pooled<G, 8>(pool, kWarps, hd, final_max, final_sum, heads, h0, splits, split, r.live, row, out, part_out,
-                      part_ml, arrivals);
+  if (cluster_merge) {
+    cluster_finish<G, hd>(pool, final_max, final_sum, r.live, split, row, out);
+  } else {
+    finish_pooled<G, 8>(pool, kWarps, hd, final_max, final_sum, heads, h0, splits, split, r.live, row, out, part_out,
+                        part_ml, arrivals);
+  }
 }
 
 // The plain kernel for other head dimensions: one query head per block, each thread scores whole keys read from the
@@ -478,7 +574,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float scratch[kThreads / 32][1];
   __shared__ float pool[kThreads * kVec];
   const int t = tokens[blockIdx.x], h0 = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
-  const SplitRange r = split_range(kv, t, splits, split);
+  const SplitRange r = split_range(kv, t, splits, split, kSplitKeys, kMaxSplits);
   if (split >= r.live) return;
   const int kvh = h0 / (heads / kv.num_kv_heads);
   const HeadKv cache = head_kv(kv, r, kvh, hd);
@@ -547,18 +643,47 @@ __global__ void __launch_bounds__(kThreads)
                   out, part_out, part_ml, arrivals);
 }
 
+// The split length for long contexts (see kSplitKeys): 128 keys for the tensor-core kernel, kSplitKeys otherwise.
+int split_keys(int head_dim) { return head_dim == 64 || head_dim == 128 ? 128 : kSplitKeys; }
+
+// The most splits a context uses: 32 for head dim 128, kMaxSplits otherwise (see kSplitKeys).
+int live_splits(int head_dim) { return head_dim == 128 ? 32 : kMaxSplits; }
+
+// The longest split a launch of `splits` splits can give a context of up to max_seq_len keys: the context over all
+// splits, or over the splits the rule at kSplitKeys gives (at most split_keys(head_dim) keys, and up to kShortSplits
+// splits of at most max(kSplitKeys, max_seq_len / kShortSplits)).
+int longest_split(int splits, int max_seq_len, int head_dim) {
+  const int short_splits = max(kSplitKeys, (max_seq_len + kShortSplits - 1) / kShortSplits);
+  const int live = min(splits, live_splits(head_dim));
+  return max((max_seq_len + live - 1) / live, min(split_keys(head_dim), short_splits));
+}
+
+// Whether a launch merges its splits in a thread block cluster (cluster_finish) rather than through the workspace:
+// on Hopper and later, when its splits fit one cluster and are short. For short splits the merge is most of the
+// kernel's time, and distributed shared memory saves its round trips through L2 (12 splits of 32 keys: 4.6 against
+// 6.2 µs a layer); for long ones clusters lose more than they save, as co-scheduling a cluster's blocks costs the
+// streaming (16 splits of 512 keys: 14.7 against 13.2 µs).
+bool cluster_merges(int splits, int max_seq_len, int head_dim) {
+  return has_clusters() && splits > 1 && splits <= kMaxClusterSplits &&
+         longest_split(splits, max_seq_len, head_dim) <= kWarps * kMmaKeys;
+}
+
 // The tensor-core kernel for head dim kHeadDim and group G, `stages` tiles in flight per warp.
 template <int kHeadDim, int G>
-void launch_group(dim3 grid, int stages, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
-                  const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
-                  unsigned* arrivals) {
+void launch_group(dim3 grid, int stages, int max_seq_len, cudaStream_t s, const uint16_t* q, int heads,
+                  const PagedKv& kv, const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out,
+                  float* part_ml, unsigned* arrivals) {
   constexpr float kLog2e = 1.4426950408889634f;
+  const auto kernel = mma_attention_kernel<kHeadDim, G>;
   const size_t smem = mma_smem<kHeadDim, G>(stages);
-  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
-  cudaFuncSetAttribute(mma_attention_kernel<kHeadDim, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(smem));
-  launch(mma_attention_kernel<kHeadDim, G>, grid, kThreads, smem, s, q, heads, kv, tokens, scale * kLog2e, splits,
-         stages, out, part_out, part_ml, arrivals);
+  // Above 48 KiB of shared memory needs an opt-in, per device, as do clusters of more than 8 blocks: set them on
+  // every launch (cheap host calls).
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const bool clustered = cluster_merges(splits, max_seq_len, kHeadDim);
+  if (clustered) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, clustered ? splits : 1), q, heads, kv, tokens,
+                  scale * kLog2e, splits, stages, clustered, split_keys(kHeadDim), live_splits(kHeadDim), out, part_out,
+                  part_ml, arrivals);
 }
 
 template <int kHeadDim>
@@ -570,12 +695,12 @@ void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStre
   // (qwen3-0.6b, one sequence of 32,768 tokens: 44 against 51 µs a layer with two); with one split per token the
   // batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against 327 µs).
   // Decode graphs pass max_model_len here, so the choice cannot depend on the contexts a replay meets.
-  const int longest_split = (max_seq_len + splits - 1) / splits;
-  const int max_stages = kHeadDim == 64 || (splits > 1 && longest_split >= 512) ? kMmaMaxStages : 2;
-  const int stages = max(1, min(max_stages, (longest_split + kMmaKeys * kWarps - 1) / (kMmaKeys * kWarps)));
+  const int longest = longest_split(splits, max_seq_len, kHeadDim);
+  const int max_stages = kHeadDim == 64 || (splits > 1 && longest >= 512) ? kMmaMaxStages : 2;
+  const int stages = max(1, min(max_stages, (longest + kMmaKeys * kWarps - 1) / (kMmaKeys * kWarps)));
   const auto go = [&](auto g) {
-    launch_group<kHeadDim, decltype(g)::value>(grid, stages, s, q, heads, kv, tokens, scale, splits, out, part_out,
-                                               part_ml, arrivals);
+    launch_group<kHeadDim, decltype(g)::value>(grid, stages, max_seq_len, s, q, heads, kv, tokens, scale, splits, out,
+                                               part_out, part_ml, arrivals);
   };
   switch (group) {
     case 8:

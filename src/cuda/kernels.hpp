@@ -52,7 +52,7 @@ size_t attention_workspace_floats(int max_head_dim);
 /// (num_tokens of them; kv.slot_mapping is not read). `workspace` holds attention_workspace_floats(...) floats when
 /// splits > 1, zeroed once before its first use and used by nothing else (it keeps arrival counters from launch to
 /// launch). max_seq_len (the longest context the launch may see, as given to attention_splits) only tunes the
-/// kernel's pipelining: any value gives the same results.
+/// kernel's pipelining and how its splits merge: any value gives the same results up to float rounding.
 void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
                      float scale, int splits, int max_seq_len, float* workspace, uint16_t* out, cudaStream_t s);
 

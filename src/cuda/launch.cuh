@@ -75,20 +75,44 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
-/// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed.
+/// Whether the current device launches thread block clusters (compute capability 9.0 and later; read once).
+inline bool has_clusters() {
+  static const bool clusters = [] {
+    int device = 0, major = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    return major >= 9;
+  }();
+  return clusters;
+}
+
+/// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed, in thread block
+/// clusters of `cluster` blocks when that is not 1 x 1 x 1 (the grid a multiple of it; only where has_clusters()).
+/// Returns the launch's error.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+cudaError_t launch_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                            dim3 cluster, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[0].val.programmaticStreamSerializationAllowed = 1;
+  attributes[1].id = cudaLaunchAttributeClusterDimension;
+  attributes[1].val.clusterDim.x = cluster.x;
+  attributes[1].val.clusterDim.y = cluster.y;
+  attributes[1].val.clusterDim.z = cluster.z;
+  config.attrs = attributes;
+  config.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+/// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation allowed.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_clusters(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace photon::cuda
