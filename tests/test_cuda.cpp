@@ -19,6 +19,7 @@
 #include "cpu/kernels.hpp"
 #include "cuda/cuda_allocator.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "cuda/gemm.hpp"
 #include "cuda/kernels.hpp"
 #include "engine/sampler.hpp"
 #include "models/decoder.hpp"
@@ -124,6 +125,40 @@ TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cud
       CHECK(violation(read_back(*b.gpu, gout), ref, 1e-2, out_dtype == DType::kF32 ? 1e-3 : 1e-2) <= 1.0);
     }
   }
+}
+
+TEST_CASE("every algorithm cuBLASLt ranks for a matmul computes it; a rank it does not offer is an error", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(5);
+  const int m = 64, k = 512, n = 384;
+  const auto x = random_vec(static_cast<size_t>(m * k), rng);
+  const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
+  Tensor cx = cpu_tensor(x, {m, k}), cw = cpu_tensor(w, {n, k});
+  Tensor cout = Tensor::empty({m, n}, DType::kF32, default_cpu_allocator()).value();
+  b.cpu->linear(cx, cw, cout);
+  const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
+  Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
+  Tensor gout = Tensor::empty({m, n}, DType::kF32, b.gpu->allocator()).value();
+  Tensor workspace =
+      Tensor::empty({static_cast<int64_t>(cuda::Gemm::kWorkspaceBytes / 4)}, DType::kF32, b.gpu->allocator()).value();
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the uploads (the backend's stream) are done
+  cuda::Gemm gemm;
+  REQUIRE(gemm.init(workspace.data<float>()).is_ok());
+  const Result<int> count = gemm.algorithm_count(m, k, k, n, true);
+  REQUIRE(count.is_ok());
+  REQUIRE(*count >= 1);
+  REQUIRE(*count <= cuda::Gemm::kMaxAlgorithms);
+  for (int rank = 0; rank < *count; ++rank) {
+    REQUIRE(gemm.run(gx.data<uint16_t>(), m, k, k, gw.data<uint16_t>(), n, gout.data<float>(), true, nullptr, rank)
+                .is_ok());
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    INFO("rank " << rank << " of " << *count);
+    CHECK(violation(read_back(*b.gpu, gout), ref, 1e-2, 1e-3) <= 1.0);
+  }
+  const Status beyond =
+      gemm.run(gx.data<uint16_t>(), m, k, k, gw.data<uint16_t>(), n, gout.data<float>(), true, nullptr, *count);
+  CHECK(beyond.code() == StatusCode::kInvalidArgument);
+  CHECK(beyond.message().find("rank") != std::string::npos);
 }
 
 TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[cuda]") {
