@@ -183,6 +183,86 @@ TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[
   }
 }
 
+TEST_CASE("CUDA norms and residual adds fused into the GEMVs equal the separate operations bit for bit", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(31);
+  const float eps = 1e-5f;
+  // bf16 weights fuse at 1 to 8 rows, int8 at one row (where the SIMT GEMV serves the matrix: not 1 x 9000 SwiGLU,
+  // which the tensor-core kernel takes); 12 rows, K = 8200 (> 8192) and int8 at 3 rows compose the plain operations.
+  for (auto [m, k, n, group] : {std::tuple{1, 2048, 300, 0},
+                                {3, 1024, 77, 0},
+                                {8, 4104, 40, 0},
+                                {12, 512, 64, 0},
+                                {1, 8200, 24, 0},
+                                {1, 1024, 504, 64},
+                                {1, 2048, 96, 128},
+                                {3, 512, 72, 64},
+                                {1, 256, 9000, 64}}) {
+    INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
+    const auto x = random_vec(static_cast<size_t>(m * k), rng, 2.0f);
+    const auto norm = random_vec(static_cast<size_t>(k), rng);
+    const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // [2n, k]: the SwiGLU form's [gate; up]
+    const auto res_k = random_vec(static_cast<size_t>(m * k), rng);
+    const auto act = random_vec(static_cast<size_t>(m * 2 * n), rng);
+    Weight gw{gpu_tensor(*b.gpu, w, {2 * n, k}, DType::kBF16)}, cw{cpu_tensor(w, {2 * n, k})};
+    Weight gw_down{gpu_tensor(*b.gpu, w, {k, 2 * n}, DType::kBF16)}, cw_down{cpu_tensor(w, {k, 2 * n})};
+    if (group > 0) {
+      gw = b.gpu->quantize_int8(gw.values, group).value();
+      cw = b.cpu->quantize_int8(cw.values, group).value();
+      gw_down = b.gpu->quantize_int8(gw_down.values, group).value();
+      cw_down = b.cpu->quantize_int8(cw_down.values, group).value();
+      REQUIRE(b.gpu->prepare_weight(gw).is_ok());
+      REQUIRE(b.gpu->prepare_weight(gw_down).is_ok());
+    }
+    CHECK(b.gpu->fuses_norm_into_linear(m, gw) == (m <= 8 && (group == 0 || m == 1)));
+    CHECK_FALSE(b.cpu->fuses_norm_into_linear(m, cw));
+    const auto gpu_empty = [&](int64_t rows, int64_t cols) {
+      return Tensor::empty({rows, cols}, DType::kBF16, b.gpu->allocator()).value();
+    };
+    const auto cpu_empty = [&](int64_t rows, int64_t cols) {
+      return Tensor::empty({rows, cols}, DType::kF32, default_cpu_allocator()).value();
+    };
+    Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gnorm = gpu_tensor(*b.gpu, norm, {k}, DType::kF32);
+    Tensor cx = cpu_tensor(x, {m, k}), cnorm = cpu_tensor(norm, {k});
+
+    // rms_norm_linear against rms_norm then linear; the CPU composes the same (in f32).
+    Tensor normed = gpu_empty(m, k), fused = gpu_empty(m, 2 * n), apart = gpu_empty(m, 2 * n);
+    b.gpu->rms_norm_linear(gx, gnorm, eps, gw, normed, fused);
+    b.gpu->rms_norm(gx, gnorm, eps, normed);
+    b.gpu->linear(normed, gw, apart);
+    Tensor cnormed = cpu_empty(m, k), cout = cpu_empty(m, 2 * n);
+    b.cpu->rms_norm_linear(cx, cnorm, eps, cw, cnormed, cout);
+    REQUIRE(b.gpu->take_error().is_ok());
+    CHECK(read_back(*b.gpu, fused) == read_back(*b.gpu, apart));
+    const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
+    CHECK(violation(read_back(*b.gpu, fused), ref, 5e-2, 2e-2) <= 1.0);
+
+    // The SwiGLU form.
+    Tensor scratch = gpu_empty(m, 2 * n), mlp_fused = gpu_empty(m, n), mlp_apart = gpu_empty(m, n);
+    b.gpu->rms_norm_linear_swiglu(gx, gnorm, eps, gw, normed, scratch, mlp_fused);
+    b.gpu->rms_norm(gx, gnorm, eps, normed);
+    b.gpu->linear_swiglu(normed, gw, scratch, mlp_apart);
+    REQUIRE(b.gpu->take_error().is_ok());
+    CHECK(read_back(*b.gpu, mlp_fused) == read_back(*b.gpu, mlp_apart));
+
+    // linear_add of a [k, 2n] projection into a residual against linear then add.
+    Tensor gact = gpu_tensor(*b.gpu, act, {m, 2 * n}, DType::kBF16), proj = gpu_empty(m, k);
+    Tensor r_fused = gpu_tensor(*b.gpu, res_k, {m, k}, DType::kBF16);
+    Tensor r_apart = gpu_tensor(*b.gpu, res_k, {m, k}, DType::kBF16);
+    b.gpu->linear_add(gact, gw_down, proj, r_fused);
+    b.gpu->linear(gact, gw_down, proj);
+    b.gpu->add(r_apart, proj);
+    Tensor cact = cpu_tensor(act, {m, 2 * n}), cproj = cpu_empty(m, k), cres = cpu_tensor(res_k, {m, k});
+    b.cpu->linear_add(cact, cw_down, cproj, cres);
+    REQUIRE(b.gpu->take_error().is_ok());
+    const auto added = read_back(*b.gpu, r_fused);
+    CHECK(added == read_back(*b.gpu, r_apart));
+    CHECK(added != res_k);
+    const std::vector<float> res_ref(cres.data<float>(), cres.data<float>() + cres.numel());
+    CHECK(violation(added, res_ref, 5e-2, 2e-2) <= 1.0);
+  }
+}
+
 TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear, SwiGLU and embedding match it",
           "[cuda]") {
   REQUIRE_GPU(b);

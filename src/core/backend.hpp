@@ -118,6 +118,38 @@ class Backend {
   /// projections ([2 * I, K], gate rows first).  x [M, K]; out [M, I]. `scratch` [M, 2 * I] is free for the
   /// backend to hold both projections (some backends fuse the product into the matmul and leave it untouched).
   virtual void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) = 0;
+  /// residual += x, each sum rounded to the activation dtype.  residual, x [rows, dim].
+  virtual void add(Tensor& residual, const Tensor& x) = 0;
+
+  /// Fused forms of a decoder layer's sub-layer boundaries (matmul, residual add, RMSNorm), for backends on which a
+  /// launch costs more than a norm's work at decode sizes (the GPU). Whether they run fused for `rows` activation
+  /// rows and weights stored like `w` (float or int8): where false, callers use linear and add_rms_norm, which then
+  /// take fewer launches than these (their default forms below compose the plain operations).
+  virtual bool fuses_norm_into_linear(int64_t rows, const Weight& w) const {
+    (void)rows;
+    (void)w;
+    return false;
+  }
+  /// out = (rms_norm(x) * norm) . w^T, rounded as rms_norm then linear would. x [M, K]; norm f32 [K]; out [M, N];
+  /// `normed` [M, K] is scratch for a backend that normalises apart (left unwritten when fused).
+  virtual void rms_norm_linear(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
+                               Tensor& out) {
+    rms_norm(x, norm, eps, normed);
+    linear(normed, w, out);
+  }
+  /// linear_swiglu of rms_norm(x) * norm, rounded as rms_norm then linear_swiglu would; `normed` as above.
+  virtual void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
+                                      Tensor& scratch, Tensor& out) {
+    rms_norm(x, norm, eps, normed);
+    linear_swiglu(normed, w, scratch, out);
+  }
+  /// residual += x . w^T, the product rounded to the activation dtype before the add (as linear then add would).
+  /// x [M, K]; residual [M, N]; `proj` [M, N] is scratch for a backend that adds apart (left unwritten when fused).
+  virtual void linear_add(const Tensor& x, const Weight& w, Tensor& proj, Tensor& residual) {
+    linear(x, w, proj);
+    add(residual, proj);
+  }
+
   /// Called once for every matmul weight of a loaded model (quantized at load or read quantized), before the first
   /// operation: the backend reserves what its kernels will need for it (the GPU: the scratch that int8 weights are
   /// widened into for large batches). Errors: out of device memory.

@@ -56,6 +56,12 @@ class CpuBackend final : public Backend {
                       out.data<float>());
   }
 
+  void add(Tensor& residual, const Tensor& x) override {
+    float* r = residual.data<float>();
+    const float* v = x.data<float>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) r[i] += v[i];
+  }
+
   bool fill_dummy(Tensor& dst, const DummyFill& f) override {
     if (!is_float_dtype(dst.dtype())) return false;
     cpu::fill_dummy(f, dst.dtype(), dst.raw());

@@ -145,6 +145,27 @@ class CudaBackend final : public Backend {
     record(gemm(x, w, scratch));
     cuda::swiglu(bf16(scratch), m, to_int(inter), bf16_mut(out), stream_);
   }
+  void add(Tensor& residual, const Tensor& x) override { cuda::add(bf16_mut(residual), bf16(x), x.numel(), stream_); }
+  // At decode sizes the GEMV kernels take the norm into their prologue and the residual add into their epilogue;
+  // int8 weights only at one row (from two rows the tensor-core kernel, which fuses neither, serves them).
+  bool fuses_norm_into_linear(int64_t rows, const Weight& w) const override {
+    return rows >= 1 && rows <= 8 && (!w.quantized() || rows == 1);
+  }
+  void rms_norm_linear(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
+                       Tensor& out) override {
+    if (!fused_gemv(x, w, out, false, {norm.data<float>(), eps, false})) {
+      Backend::rms_norm_linear(x, norm, eps, w, normed, out);
+    }
+  }
+  void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
+                              Tensor& scratch, Tensor& out) override {
+    if (!fused_gemv(x, w, out, true, {norm.data<float>(), eps, false})) {
+      Backend::rms_norm_linear_swiglu(x, norm, eps, w, normed, scratch, out);
+    }
+  }
+  void linear_add(const Tensor& x, const Weight& w, Tensor& proj, Tensor& residual) override {
+    if (!fused_gemv(x, w, residual, false, {nullptr, 0.0f, true})) Backend::linear_add(x, w, proj, residual);
+  }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
                       stream_);
@@ -341,6 +362,34 @@ class CudaBackend final : public Backend {
       cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
     } else {
       cuda::gemv_int8(bf16(x), m, ldx, int8(w), to_int(n), k, out, out_f32, stream_);
+    }
+    return true;
+  }
+
+  // The GEMV (SwiGLU: its gated form) with a norm or a residual add fused in, where a GEMV kernel serves this shape
+  // and these weights (for int8, where the tensor-core kernel is not the one preferred). False when none does: the
+  // caller composes the plain operations.
+  bool fused_gemv(const Tensor& x, const Weight& w, Tensor& out, bool swiglu, const cuda::GemvFusion& f) {
+    const int m = to_int(x.size(0)), k = to_int(x.size(1)), n = to_int(out.size(1));
+    const int64_t ldx = x.stride(0);
+    if (m == 0) return true;
+    if (f.norm != nullptr && !cuda::gemv_fuses_norm(m, n, k, swiglu, w.quantized())) return false;
+    if (w.quantized()) {
+      if (cuda::w8a16_mma_preferred(m, n, swiglu) || !cuda::gemv_int8_supported(m, k, ldx, to_int(w.group_size))) {
+        return false;
+      }
+      if (swiglu) {
+        cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), n, k, bf16_mut(out), stream_, f);
+      } else {
+        cuda::gemv_int8(bf16(x), m, ldx, int8(w), n, k, out.raw(), false, stream_, f);
+      }
+      return true;
+    }
+    if (!cuda::gemv_supported(m, k, ldx)) return false;
+    if (swiglu) {
+      cuda::gemv_swiglu(bf16(x), m, ldx, bf16(w.values), n, k, bf16_mut(out), stream_, f);
+    } else {
+      cuda::gemv(bf16(x), m, ldx, bf16(w.values), n, k, out.raw(), false, stream_, f);
     }
     return true;
   }

@@ -1,4 +1,4 @@
-// Embedding lookup, SwiGLU and row gathers.
+// Embedding lookup, SwiGLU, the residual add and row gathers.
 #include <algorithm>
 
 #include "cuda/common.cuh"
@@ -68,6 +68,14 @@ __global__ void gather_rows_kernel(const uint16_t* x, const int32_t* indices, in
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[static_cast<int64_t>(blockIdx.x) * dim + i] = src[i];
 }
 
+__global__ void add_kernel(uint16_t* residual, const uint16_t* x, int64_t n) {
+  pdl_begin();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    residual[i] = f2bf(bf2f(residual[i]) + bf2f(x[i]));
+  }
+}
+
 int threads_for(int dim) { return dim >= 1024 ? 256 : (dim >= 256 ? 128 : 64); }
 
 }  // namespace
@@ -96,6 +104,11 @@ void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cud
   } else {
     launch(swiglu_kernel<1>, blocks, 256, 0, s, gate_up, rows, inter, out);
   }
+}
+
+void add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t s) {
+  if (n > 0)
+    launch(add_kernel, static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 4096)), 256, 0, s, residual, x, n);
 }
 
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s) {

@@ -13,6 +13,9 @@
 // Group-wise int8 weights (W8A16) take the same path with 16 weights per 16-byte load: each vector lies in one group
 // (groups are multiples of 16), is widened to f32 in registers, dotted with 16 activations and scaled once by its
 // group's scale.
+// Fused at decode sizes (GemvFusion), so that a layer's norms cost no launches of their own: the RMSNorm of the
+// activation rows runs in the prologue (each block sums the squares of the rows, as the norm kernel's block would,
+// and normalises each activation vector as it loads it), and the residual add in the epilogue.
 #include <algorithm>
 
 #include "cuda/common.cuh"
@@ -66,12 +69,74 @@ struct GemvWeights {
   int group16;          // int8 only: group / 16 (vectors per group)
 };
 
+// How the kernel stores its sums: rounded to bf16, as f32, or rounded to bf16 and added to the bf16 already there.
+enum class Store { kBf16, kF32, kAddBf16 };
+
+// The prologue's RMSNorm of the activation rows: 1 / sqrt(mean of squares + eps) of each row, the squares summed
+// in the order of the norm kernel's block of 256 threads (rms_norm.cu: thread t holds vectors t, t + 256, ... and
+// the block sums the threads' partial sums as block_sum does), so that the normalised activations round exactly as
+// the norm kernel stores them; the rows' block sums share two barriers. Every thread of the block calls it.
+template <int M>
+__device__ __forceinline__ void rows_inv_rms(const uint16_t* x, int m, int64_t ldx, int k, float eps, float (&inv)[M]) {
+  __shared__ float scratch[M][32];
+  float ss[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    ss[i] = 0.0f;
+    const uint16_t* row = x + min(i, m - 1) * ldx;
+    for (int v = threadIdx.x; v < k / 8; v += kThreads) {
+      float f[8];
+      unpack8(reinterpret_cast<const uint4*>(row)[v], f);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[i] += f[e] * f[e];
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    ss[i] = warp_sum(ss[i]);
+    if (lane == 0) scratch[i][warp] = ss[i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    const float total = warp_sum(lane < kThreads / 32 ? scratch[i][lane] : 0.0f);
+    inv[i] = rsqrtf(total / static_cast<float>(k) + eps);
+  }
+}
+
+// The norm weights of activations [8 * v8, 8 * v8 + kCount) (kCount = 8 or 16: one weight vector's activations).
+template <int kCount>
+__device__ __forceinline__ void load_norm8(const float* norm, int v8, float (&w)[kCount]) {
+#pragma unroll
+  for (int j = 0; j < kCount / 4; ++j) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(norm + 8 * v8) + j);
+    w[4 * j] = q.x, w[4 * j + 1] = q.y, w[4 * j + 2] = q.z, w[4 * j + 3] = q.w;
+  }
+}
+
+// 8 activations scaled by their row's inverse RMS and their norm weights w[0..7], rounded to bf16 (as rms_norm).
+__device__ __forceinline__ uint4 normalised8(const uint4& x, const float* w, float inv) {
+  float f[8];
+  unpack8(x, f);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = w[e] * (f[e] * inv);
+  return pack8(f);
+}
+
 // M: activation rows computed (x rows at or past `m` repeat the last one and are not stored); kRows: weight rows per
-// group (for SwiGLU, kRows / 2 gate rows and the matching up rows); n: output columns (for SwiGLU, I).
-template <int M, int kRows, bool kSwiglu, bool kInt8>
-__global__ void __launch_bounds__(kThreads)
+// group (for SwiGLU, kRows / 2 gate rows and the matching up rows); n: output columns (for SwiGLU, I); kNorm: x's
+// rows are RMS-normalised with `norm` and `eps` first.
+// The least blocks per SM the compiler must leave room for (0: no bound, its own register choice). A one-row bf16
+// kernel with the norm prologue is held to three: without the bound the prologue's registers leave room for two,
+// and the 1B model's q/k/v matrix (384 blocks of 8 rows) would run in a second wave.
+template <int M, bool kInt8, bool kNorm>
+constexpr int kMinBlocks = kNorm && !kInt8 && M == 1 ? 3 : 0;
+
+template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, GemvWeights wt, int n, int k, int group_threads,
-                void* __restrict__ out, bool out_f32) {
+                const float* __restrict__ norm, float eps, void* __restrict__ out, Store store) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
   constexpr int kPerVec = kInt8 ? 16 : 8;            // weights per 16-byte load
   __shared__ float partial[kThreads / 32][M * kRows];
@@ -97,17 +162,27 @@ __global__ void __launch_bounds__(kThreads)
   }
   // Activation row i (read only after the PDL wait: the kernel before may write x).
   const auto xs_at = [&](int i) { return reinterpret_cast<const uint4*>(x + min(i, m - 1) * ldx); };
+  float inv_rms[kNorm ? M : 1] = {};  // kNorm: each activation row's 1 / RMS, set after the wait
+  constexpr int kNormed = kNorm ? kPerVec : 1;
+  // Vector v8 (8 activations) of row i, normalised with the weights nw when kNorm.
+  const auto x_vec = [&](int i, int v8, const float* nw) {
+    const uint4 xv = xs_at(i)[v8];
+    if constexpr (kNorm) return normalised8(xv, nw, inv_rms[i]);
+    return xv;
+  };
   // acc += the weight vectors w[r] (vector index v of each row) dotted with every activation row: each activation
-  // vector is loaded once for all rows, and an int8 row's group scale once for all activation rows.
-  const auto accumulate = [&](const uint4(&w)[kRows], const float(&scale)[kRows], int v, float(&acc)[M][kRows]) {
+  // vector is loaded once for all rows, and an int8 row's group scale once for all activation rows. nw: the norm
+  // weights of the vector's activations (kNorm).
+  const auto accumulate = [&](const uint4(&w)[kRows], const float(&scale)[kRows], const float(&nw)[kNormed], int v,
+                              float(&acc)[M][kRows]) {
 #pragma unroll
     for (int i = 0; i < M; ++i) {
       if constexpr (kInt8) {
-        const uint4 x0 = xs_at(i)[2 * v], x1 = xs_at(i)[2 * v + 1];
+        const uint4 x0 = x_vec(i, 2 * v, nw), x1 = x_vec(i, 2 * v + 1, nw + (kNorm ? 8 : 0));
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[i][r] = fmaf(scale[r], dot16_i8(w[r], x0, x1), acc[i][r]);
       } else {
-        const uint4 xv = xs_at(i)[v];
+        const uint4 xv = x_vec(i, v, nw);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[i][r] += dot8(w[r], xv);
       }
@@ -121,33 +196,46 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < kRows; ++r) scale[r] = __ldg(row_scales[r] + g);
     }
   };
-  // The weights are constant, so the first pass of loads is issued before the wait and streams in while the kernel
-  // before this one finishes; for the matrices of small models (K / 8 <= T) that pass is the whole row.
+  const auto load_norm = [&](int v, float(&nw)[kNormed]) {
+    if constexpr (kNorm) load_norm8(norm, v * (kPerVec / 8), nw);
+  };
+  // The weights are constant, so the first pass of loads (and its norm weights) is issued before the wait and
+  // streams in while the kernel before this one finishes; for the matrices of small models (K / 8 <= T) that pass
+  // is the whole row.
   uint4 first_w[kRows];
-  float first_scale[kRows];
+  float first_scale[kRows], first_norm[kNormed];
   const bool has_first = tid < vecs;
   if (has_first) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) first_w[r] = __ldcs(rows[r] + tid);
     load_scales(tid, first_scale);
+    load_norm(tid, first_norm);
   }
   pdl_begin();
+  // The thread that stores output (i, r) when adding to it reads what is there now, so that the read's latency
+  // passes while the sums are made.
+  const auto out_index = [&] { return static_cast<int64_t>(tid / kOut) * n + first + tid % kOut; };
+  const auto stores = [&] { return tid < M * kOut && tid / kOut < m && first + tid % kOut < n; };
+  float prior = 0.0f;
+  if (store == Store::kAddBf16 && stores()) prior = bf2f(static_cast<const uint16_t*>(out)[out_index()]);
+  if constexpr (kNorm) rows_inv_rms<M>(x, m, ldx, k, eps, inv_rms);
 
   float acc[M][kRows];
 #pragma unroll
   for (int i = 0; i < M; ++i)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[i][r] = 0.0f;
-  if (has_first) accumulate(first_w, first_scale, tid, acc);
+  if (has_first) accumulate(first_w, first_scale, first_norm, tid, acc);
 
 #pragma unroll 2
   for (int v = tid + group_threads; v < vecs; v += group_threads) {
     uint4 wv[kRows];
-    float scale[kRows];
+    float scale[kRows], nw[kNormed];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
     load_scales(v, scale);
-    accumulate(wv, scale, v, acc);
+    load_norm(v, nw);
+    accumulate(wv, scale, nw, v, acc);
   }
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -159,83 +247,123 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0) partial[warp][i * kRows + r] = s;
     }
   __syncthreads();
-  if (tid >= M * kOut) return;
-  const int i = tid / kOut, r = tid % kOut, col = first + r;
-  if (i >= m || col >= n) return;
+  if (!stores()) return;
+  const int out_i = tid / kOut, out_r = tid % kOut;
+  const int64_t out_at = out_index();
   const int warps = group_threads / 32, first_warp = group * warps;
   float sum = 0.0f, up = 0.0f;
   for (int wi = 0; wi < warps; ++wi) {
-    sum += partial[first_warp + wi][i * kRows + r];
-    if constexpr (kSwiglu) up += partial[first_warp + wi][i * kRows + kOut + r];
+    sum += partial[first_warp + wi][out_i * kRows + out_r];
+    if constexpr (kSwiglu) up += partial[first_warp + wi][out_i * kRows + kOut + out_r];
   }
-  const int64_t at = static_cast<int64_t>(i) * n + col;
   if constexpr (kSwiglu) {
     // As the unfused path computes it: gate and up rounded to bf16, then silu(gate) * up.
     const float g = bf16_round(sum), u = bf16_round(up);
-    static_cast<uint16_t*>(out)[at] = f2bf(g / (1.0f + __expf(-g)) * u);
-  } else if (out_f32) {
-    static_cast<float*>(out)[at] = sum;
+    static_cast<uint16_t*>(out)[out_at] = f2bf(g / (1.0f + __expf(-g)) * u);
+  } else if (store == Store::kF32) {
+    static_cast<float*>(out)[out_at] = sum;
+  } else if (store == Store::kAddBf16) {
+    static_cast<uint16_t*>(out)[out_at] = f2bf(prior + bf16_round(sum));
   } else {
-    static_cast<uint16_t*>(out)[at] = f2bf(sum);
+    static_cast<uint16_t*>(out)[out_at] = f2bf(sum);
   }
 }
 
-template <int M, int kRows, bool kSwiglu, bool kInt8>
-void launch_rows(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, int group_threads,
-                 void* out, bool out_f32, cudaStream_t s) {
+// The call's operands besides the weights.
+struct GemvCall {
+  const uint16_t* x;
+  int m;
+  int64_t ldx;
+  int n, k;
+  const float* norm;  // kNorm only
+  float eps;
+  void* out;
+  Store store;
+};
+
+template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
+void launch_rows(const GemvCall& c, const GemvWeights& w, int group_threads, cudaStream_t s) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
   const int per_block = kThreads / group_threads * kOut;
-  const int blocks = (n + per_block - 1) / per_block;
-  launch(gemv_kernel<M, kRows, kSwiglu, kInt8>, blocks, kThreads, 0, s, x, m, ldx, w, n, k, group_threads, out,
-         out_f32);
+  const int blocks = (c.n + per_block - 1) / per_block;
+  launch(gemv_kernel<M, kRows, kSwiglu, kInt8, kNorm>, blocks, kThreads, 0, s, c.x, c.m, c.ldx, w, c.n, c.k,
+         group_threads, c.norm, c.eps, c.out, c.store);
 }
 
 // Blocks of this instantiation the GPU holds at once (all SMs).
-template <int M, int kRows, bool kSwiglu, bool kInt8>
+template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
 int resident_blocks() {
   static const int blocks = [] {
     int per_sm = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu, kInt8>, kThreads, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu, kInt8, kNorm>, kThreads, 0);
     return std::max(per_sm, 1) * sm_count();
   }();
   return blocks;
 }
 
-// Picks the rows per group for a shape. A matrix that fits in one wave of resident blocks with some choice takes the
-// one with the most blocks that still does (spread over every SM; every block issues its first loads before the
-// PDL wait, which blocks of a second wave cannot). Larger matrices take the most rows (deepest load pipelines) that
-// still give the grid at least four blocks per SM.
-template <int M, bool kSwiglu, bool kInt8, int... kChoices>
-void dispatch(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
-              cudaStream_t s) {
+// How a shape is launched: the threads per group (K / 8 rounded down to a power of two, 32..256) and the rows per
+// group. A matrix that fits in one wave of resident blocks with some choice takes the one with the most blocks that
+// still does (spread over every SM; every block issues its first loads before the PDL wait, which blocks of a second
+// wave cannot). Larger matrices take the most rows (deepest load pipelines) that still give the grid at least four
+// blocks per SM.
+struct Plan {
+  int group_threads;
+  int rows;
+  bool one_wave;
+};
+
+template <int M, bool kSwiglu, bool kInt8, bool kNorm, int... kChoices>
+Plan plan(int n, int k) {
   const int vecs = k / (kInt8 ? 16 : 8);
-  int group_threads = 32;
-  while (group_threads < kThreads && group_threads * 2 <= vecs) group_threads *= 2;
-  const int groups = kThreads / group_threads;
+  Plan p{32, 0, false};
+  while (p.group_threads < kThreads && p.group_threads * 2 <= vecs) p.group_threads *= 2;
+  const int groups = kThreads / p.group_threads;
   const auto blocks_for = [&](int rows) {
     const int out_rows = kSwiglu ? rows / 2 : rows;
     return (n + groups * out_rows - 1) / (groups * out_rows);
   };
   // kChoices run largest first: the last one that fits in one wave has the most blocks.
-  int pick = 0;
-  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu, kInt8>() ? pick = kChoices : 0), ...);
-  if (pick == 0) {
+  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu, kInt8, kNorm>() ? p.rows = kChoices : 0), ...);
+  p.one_wave = p.rows != 0;
+  if (!p.one_wave) {
     const int want_blocks = 4 * sm_count();
-    ((pick == 0 && (blocks_for(kChoices) >= want_blocks || kChoices == std::min({kChoices...})) ? pick = kChoices : 0),
+    ((p.rows == 0 && (blocks_for(kChoices) >= want_blocks || kChoices == std::min({kChoices...})) ? p.rows = kChoices
+                                                                                                  : 0),
      ...);
   }
-  ((pick == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8>(x, m, ldx, w, n, k, group_threads, out, out_f32, s)
-                     : void()),
-   ...);
+  return p;
+}
+
+template <int M, bool kSwiglu, bool kInt8, bool kNorm, int... kChoices>
+void dispatch(const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
+  const Plan p = plan<M, kSwiglu, kInt8, kNorm, kChoices...>(c.n, c.k);
+  ((p.rows == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8, kNorm>(c, w, p.group_threads, s) : void()), ...);
+}
+
+// The rows per group that each activation-row count is compiled for (largest first).
+template <bool kSwiglu, bool kInt8, bool kNorm>
+void run_rows(const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
+  if (c.m == 1) return dispatch<1, kSwiglu, kInt8, kNorm, 8, 4, 2>(c, w, s);
+  if (c.m == 2) return dispatch<2, kSwiglu, kInt8, kNorm, 8, 4, 2>(c, w, s);
+  if (c.m <= 4) return dispatch<4, kSwiglu, kInt8, kNorm, 4, 2>(c, w, s);
+  return dispatch<8, kSwiglu, kInt8, kNorm, 2>(c, w, s);
+}
+
+template <bool kSwiglu, bool kInt8>
+bool norm_one_wave(int m, int n, int k) {
+  if (m == 1) return plan<1, kSwiglu, kInt8, true, 8, 4, 2>(n, k).one_wave;
+  if (m == 2) return plan<2, kSwiglu, kInt8, true, 8, 4, 2>(n, k).one_wave;
+  if (m <= 4) return plan<4, kSwiglu, kInt8, true, 4, 2>(n, k).one_wave;
+  return plan<8, kSwiglu, kInt8, true, 2>(n, k).one_wave;
 }
 
 template <bool kSwiglu, bool kInt8>
 void run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
-         cudaStream_t s) {
-  if (m == 1) return dispatch<1, kSwiglu, kInt8, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  if (m == 2) return dispatch<2, kSwiglu, kInt8, 8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  if (m <= 4) return dispatch<4, kSwiglu, kInt8, 4, 2>(x, m, ldx, w, n, k, out, out_f32, s);
-  return dispatch<8, kSwiglu, kInt8, 2>(x, m, ldx, w, n, k, out, out_f32, s);
+         const GemvFusion& f, cudaStream_t s) {
+  const Store store = f.accumulate ? Store::kAddBf16 : (out_f32 ? Store::kF32 : Store::kBf16);
+  const GemvCall c{x, m, ldx, n, k, f.norm, f.eps, out, store};
+  if (f.norm != nullptr) return run_rows<kSwiglu, kInt8, true>(c, w, s);
+  run_rows<kSwiglu, kInt8, false>(c, w, s);
 }
 
 GemvWeights int8_weights(const Int8Weights& w) {
@@ -252,24 +380,30 @@ bool gemv_int8_supported(int m, int k, int64_t ldx, int group) {
   return m >= 1 && m <= 8 && k % 16 == 0 && ldx % 8 == 0 && group % 16 == 0;
 }
 
+bool gemv_fuses_norm(int m, int n, int k, bool swiglu, bool int8) {
+  if (k > 8192) return false;
+  if (swiglu) return int8 ? norm_one_wave<true, true>(m, n, k) : norm_one_wave<true, false>(m, n, k);
+  return int8 ? norm_one_wave<false, true>(m, n, k) : norm_one_wave<false, false>(m, n, k);
+}
+
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-          cudaStream_t s) {
-  run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, s);
+          cudaStream_t s, const GemvFusion& f) {
+  run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, f, s);
 }
 
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
-                 cudaStream_t s) {
-  run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, s);
+                 cudaStream_t s, const GemvFusion& f) {
+  run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, f, s);
 }
 
 void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-               cudaStream_t s) {
-  run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, s);
+               cudaStream_t s, const GemvFusion& f) {
+  run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, f, s);
 }
 
 void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
-                      cudaStream_t s) {
-  run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, s);
+                      cudaStream_t s, const GemvFusion& f) {
+  run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, f, s);
 }
 
 }  // namespace photon::cuda

@@ -33,6 +33,8 @@ void add_rms_norm(uint16_t* residual, const uint16_t* x, const float* w, int row
                   cudaStream_t s);
 /// out [rows, inter] = silu(gate) * up, where gate_up [rows, 2 * inter] holds gate then up in each row.
 void swiglu(const uint16_t* gate_up, int64_t rows, int inter, uint16_t* out, cudaStream_t s);
+/// residual[i] = bf16(residual[i] + x[i]) for i < n.
+void add(uint16_t* residual, const uint16_t* x, int64_t n, cudaStream_t s);
 void gather_rows(const uint16_t* x, const int32_t* indices, int count, int dim, uint16_t* out, cudaStream_t s);
 void rope_cos_sin(const int32_t* positions, int num_tokens, const float* inv_freq, int half, float* cos, float* sin,
                   cudaStream_t s);
@@ -56,24 +58,40 @@ size_t attention_workspace_floats(int max_head_dim);
 void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* tokens, int num_tokens,
                      float scale, int splits, int max_seq_len, float* workspace, uint16_t* out, cudaStream_t s);
 
+/// What a GEMV does around its product, so that a decode step's norms and residual adds cost no launches:
+/// - norm (f32 [K], with eps): the activation rows are RMS-normalised first, x[m] / rms(x[m]) * norm, each value
+///   rounded to bf16 exactly as rms_norm stores it (where gemv_fuses_norm);
+/// - accumulate: the product, rounded to bf16, is added to the bf16 out in place, out = bf16(out + product), as
+///   add_rms_norm adds (bf16 out only; not with SwiGLU).
+struct GemvFusion {
+  const float* norm = nullptr;
+  float eps = 0.0f;
+  bool accumulate = false;
+};
+
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);
+/// Whether the GEMV (gemv_swiglu when swiglu; the int8 forms when int8) of m rows, n outputs and K inputs takes the
+/// norm into its prologue (GemvFusion::norm): K <= 8192, and the grid fits in one wave of resident blocks. Every
+/// block pays the prologue's read of the rows and its reduction, which a grid of several waves pays once a wave —
+/// more than the separate norm kernel costs (docs/performance.md, 2026-12-03, late night).
+bool gemv_fuses_norm(int m, int n, int k, bool swiglu, bool int8);
 /// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N].
 void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
-          cudaStream_t s);
+          cudaStream_t s, const GemvFusion& fusion = {});
 /// out[m, j] = silu(x[m] . w[j]) * (x[m] . w[inter + j]) for the stacked [gate; up] matrix w [2 * inter, K];
 /// out bf16 [M, inter]. Same shapes as gemv.
 void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
-                 cudaStream_t s);
+                 cudaStream_t s, const GemvFusion& fusion = {});
 
 /// Whether gemv_int8 handles this shape (1 to 8 rows, K a multiple of 16, the group a multiple of 16).
 bool gemv_int8_supported(int m, int k, int64_t ldx, int group);
 /// gemv and gemv_swiglu over int8 weights (W8A16): bf16 activations, f32 accumulation, the group's scale applied to
 /// each 16-weight partial sum.
 void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-               cudaStream_t s);
+               cudaStream_t s, const GemvFusion& fusion = {});
 void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
-                      cudaStream_t s);
+                      cudaStream_t s, const GemvFusion& fusion = {});
 /// Whether w8a16_mma handles this shape: 1 to 16 rows, K and the group multiples of 64, the row stride of 8.
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group);
 /// Whether w8a16_mma is the faster of the two int8 kernels for m rows of n output columns (SwiGLU: n = the

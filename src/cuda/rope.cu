@@ -28,29 +28,44 @@ constexpr int kHeadsPerBlock = 8;    // one warp per head
 __global__ void __launch_bounds__(kHeadsPerBlock * 32)
     qkv_rope_cache_kernel(const uint16_t* qkv, int64_t ld, const float* q_norm, const float* k_norm, float eps,
                           const float* cos, const float* sin, int heads, PagedKv kv, uint16_t* q_out) {
-  const int32_t* slots = kv.slot_mapping;
   const int kv_heads = kv.num_kv_heads, hd = kv.head_dim, block_size = kv.block_size;
   uint16_t* cache = static_cast<uint16_t*>(kv.cache);
-  pdl_begin();
   const int t = blockIdx.x;
   const int head = blockIdx.y * kHeadsPerBlock + static_cast<int>(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  if (head >= heads + 2 * kv_heads) return;
   const int half = hd / 2;
+  const bool is_q = head < heads, is_v = head >= heads + kv_heads;
+  // Before the wait: the slot (a step input) and the head's norm weights (constant).
+  const int slot = kv.slot_mapping[t];
+  const float* norm = is_q ? q_norm : k_norm;
+  const bool normed = !is_v && norm != nullptr;
+  float na[kMaxPairsPerLane], nb[kMaxPairsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxPairsPerLane; ++j) {
+    const int p = lane + 32 * j;
+    na[j] = normed && p < half ? norm[p] : 0.0f;
+    nb[j] = normed && p < half ? norm[p + half] : 0.0f;
+  }
+  pdl_begin();
+  if (head >= heads + 2 * kv_heads) return;
+  // The head's values and its rotation, loaded together so that their latencies overlap.
   const uint16_t* src = qkv + t * ld + static_cast<int64_t>(head) * hd;
-  float a[kMaxPairsPerLane], b[kMaxPairsPerLane];
+  const float* c = cos + static_cast<int64_t>(t) * half;
+  const float* s = sin + static_cast<int64_t>(t) * half;
+  float a[kMaxPairsPerLane], b[kMaxPairsPerLane], ca[kMaxPairsPerLane], sa[kMaxPairsPerLane];
 #pragma unroll
   for (int j = 0; j < kMaxPairsPerLane; ++j) {
     const int p = lane + 32 * j;
     a[j] = p < half ? bf2f(src[p]) : 0.0f;
     b[j] = p < half ? bf2f(src[p + half]) : 0.0f;
+    ca[j] = !is_v && p < half ? c[p] : 0.0f;
+    sa[j] = !is_v && p < half ? s[p] : 0.0f;
   }
-  const int slot = slots[t];
   const int64_t block = slot / block_size, offset = slot % block_size;
   const auto cache_row = [&](int which, int h) {
     return cache + (((block * 2 + which) * kv_heads + h) * block_size + offset) * hd;
   };
-  if (head >= heads + kv_heads) {  // v: straight to the cache
+  if (is_v) {  // v: straight to the cache
     if (slot < 0) return;
     uint16_t* dst = cache_row(1, head - heads - kv_heads);
 #pragma unroll
@@ -63,32 +78,25 @@ __global__ void __launch_bounds__(kHeadsPerBlock * 32)
     }
     return;
   }
-  const bool is_q = head < heads;
-  const float* norm = is_q ? q_norm : k_norm;
-  if (norm != nullptr) {  // RMSNorm over the head, rounded to bf16 as a separate norm would store it
+  if (normed) {  // RMSNorm over the head, rounded to bf16 as a separate norm would store it
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < kMaxPairsPerLane; ++j) ss += a[j] * a[j] + b[j] * b[j];
     const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + eps);
 #pragma unroll
     for (int j = 0; j < kMaxPairsPerLane; ++j) {
-      const int p = lane + 32 * j;
-      if (p < half) {
-        a[j] = bf2f(f2bf(norm[p] * (a[j] * inv)));
-        b[j] = bf2f(f2bf(norm[p + half] * (b[j] * inv)));
-      }
+      a[j] = bf2f(f2bf(na[j] * (a[j] * inv)));
+      b[j] = bf2f(f2bf(nb[j] * (b[j] * inv)));
     }
   }
   if (!is_q && slot < 0) return;
   uint16_t* dst = is_q ? q_out + (static_cast<int64_t>(t) * heads + head) * hd : cache_row(0, head - heads);
-  const float* c = cos + static_cast<int64_t>(t) * half;
-  const float* s = sin + static_cast<int64_t>(t) * half;
 #pragma unroll
   for (int j = 0; j < kMaxPairsPerLane; ++j) {
     const int p = lane + 32 * j;
     if (p < half) {
-      dst[p] = f2bf(a[j] * c[p] - b[j] * s[p]);
-      dst[p + half] = f2bf(b[j] * c[p] + a[j] * s[p]);
+      dst[p] = f2bf(a[j] * ca[j] - b[j] * sa[j]);
+      dst[p + half] = f2bf(b[j] * ca[j] + a[j] * sa[j]);
     }
   }
 }

@@ -381,20 +381,35 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
       backend_.add_rms_norm(residual, proj, weight, eps, hidden);
     }
   };
-  backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
+  // At decode sizes a backend may fuse each norm into the matmul that reads it and each residual add into the
+  // matmul that produces it (three launches a layer fewer on a GPU); otherwise, and under tensor parallelism (the
+  // ranks' partial sums meet in the all-reduce before the add), the add and the norm are one operation in between.
+  const bool fused = !comm_ && backend_.fuses_norm_into_linear(t, weights_.layers.front().o_proj);
+  if (!fused) backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const auto l = static_cast<size_t>(li);
     const LayerWeights& w = weights_.layers[l];
-    backend_.linear(hidden, w.qkv_proj, qkv);
+    if (fused) {
+      backend_.rms_norm_linear(residual, w.input_norm, eps, w.qkv_proj, hidden, qkv);
+    } else {
+      backend_.linear(hidden, w.qkv_proj, qkv);
+    }
     backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
                                   q);
     backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
+    if (fused) {
+      backend_.linear_add(attn, w.o_proj, proj, residual);
+      backend_.rms_norm_linear_swiglu(residual, w.post_norm, eps, w.gate_up_proj, hidden, gate_up, mlp);
+      backend_.linear_add(mlp, w.down_proj, proj, residual);
+      continue;
+    }
     backend_.linear(attn, w.o_proj, proj);
     add_norm(w.post_norm);
     backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
     backend_.linear(mlp, w.down_proj, proj);
     add_norm(l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
   }
+  if (fused) backend_.rms_norm(residual, weights_.final_norm, eps, hidden);
   if (n_logits > 0) {
     Tensor logits = logits_.slice_rows(0, n_logits);
     Tensor last = last_hidden_.slice_rows(0, n_logits);
