@@ -38,16 +38,24 @@ constexpr int kMaxSplits = 64;
 // Splits of one (token, head group) that merge through distributed shared memory: a thread block cluster of at most
 // 16 blocks (the largest Hopper schedules, as a non-portable size).
 constexpr int kMaxClusterSplits = 16;
-// How a context of n keys is split: into max(ceil(n / long_keys), min(kShortSplits, ceil(n / kSplitKeys))) splits,
-// at most `most` and the launch's count (graphs fix that count for every context they replay). Short contexts take up
-// to 16 splits of kSplitKeys keys or more, which keeps a batch-1 step's attention a few dependent loads long (at 384
-// keys, 12 splits of 32 keys took 9 µs a layer where 3 splits of 128 took 14); longer ones splits of long_keys
-// (split_keys: 128 for the tensor-core kernel), each split adding partials to merge, and for head dim 128 at most 32
+// How a context of n keys is split: into max(ceil(n / split_keys), min(kShortSplits, ceil(n / kSplitKeys))) splits,
+// at most live_splits and the launch's count (graphs fix that count for every context they replay). Short contexts take
+// up to 16 splits of kSplitKeys keys or more, which keeps a batch-1 step's attention a few dependent loads long (at 384
+// keys, 12 splits of 32 keys took 9 µs a layer where 3 splits of 128 took 14); longer ones splits of split_keys
+// (128 for the tensor-core kernel), each split adding partials to merge, and for head dim 128 at most 32
 // splits (live_splits), whose 8 KB tiles stream better in longer splits (one sequence of 2,048 / 8,192 / 32,768 keys,
 // qwen3-0.6b's shape: 7.1 / 14.4 / 37.4 µs a layer against 12.9 / 19.5 / 44.6 in splits of 32 keys, up to 64).
 constexpr int kSplitKeys = 32;
 constexpr int kShortSplits = 16;
 constexpr int kWarps = kThreads / 32;
+
+// The split length for long contexts (see kSplitKeys): 128 keys for the tensor-core kernel, kSplitKeys otherwise.
+__host__ __device__ constexpr int split_keys(int head_dim) {
+  return head_dim == 64 || head_dim == 128 ? 128 : kSplitKeys;
+}
+
+// The most splits a context uses: 32 for head dim 128, kMaxSplits otherwise (see kSplitKeys).
+__host__ __device__ constexpr int live_splits(int head_dim) { return head_dim == 128 ? 32 : kMaxSplits; }
 constexpr int kTile = 128;  // keys per softmax tile of the plain kernel
 
 // Query heads per block: the largest of 8, 4, 2, 1 dividing the GQA ratio (head dims of the plain kernel: 1).
@@ -88,9 +96,8 @@ struct SplitRange {
   const int32_t* blocks;  // the sequence's page table
 };
 
-// long_keys and most: the split rule's (kSplitKeys). Contains a barrier; call it from every thread of the block.
-__device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int splits, int split, int long_keys,
-                                                  int most) {
+// The split rule (kSplitKeys) for kv's head dimension. Contains a barrier; call it from every thread of the block.
+__device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int splits, int split) {
   __shared__ int seq_shared;
   if (threadIdx.x == 0) {  // the sequence of this token: the last s with query_start[s] <= t
     int lo = 0, hi = kv.num_seqs - 1;
@@ -112,7 +119,8 @@ __device__ __forceinline__ SplitRange split_range(const PagedKv& kv, int t, int 
   const int ctx = r.cached_end + (t - kv.query_start[s]) + 1;  // the cached keys and this step's up to t
   // Splits are fixed per launch (a graph replays them for every context length); a context uses as many as the rule
   // at kSplitKeys gives it, and a single live split writes the output itself.
-  r.live = min(min(splits, most),
+  const int long_keys = split_keys(kv.head_dim);
+  r.live = min(min(splits, live_splits(kv.head_dim)),
                max((ctx + long_keys - 1) / long_keys, min(kShortSplits, (ctx + kSplitKeys - 1) / kSplitKeys)));
   const int per_split = (ctx + r.live - 1) / r.live;
   r.key_begin = split * per_split;
@@ -379,8 +387,8 @@ constexpr size_t mma_smem(int stages) {
 template <int kHeadDim, int G>
 __global__ void __launch_bounds__(kThreads)
     mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2, int splits,
-                         int stages, bool clustered, int long_keys, int most, uint16_t* out, float* part_out,
-                         float* part_ml, unsigned* arrivals) {
+                         int stages, bool clustered, uint16_t* out, float* part_out, float* part_ml,
+                         unsigned* arrivals) {
   constexpr int hd = kHeadDim;
   constexpr int kVecs = hd / 8;                      // 16-byte chunks per row
   constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;  // bf16 elements per ring slot
@@ -391,7 +399,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float final_max[G], final_sum[G];
   const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-  const SplitRange r = split_range(kv, t, splits, split, long_keys, most);
+  const SplitRange r = split_range(kv, t, splits, split);
   // Launched in clusters of the splits, the live splits merge through each other's shared memory, and every block of
   // the cluster (the same r.live in all of them) takes part in its barriers, also the blocks without keys.
   const bool cluster_merge = clustered && r.live > 1;
@@ -574,7 +582,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float scratch[kThreads / 32][1];
   __shared__ float pool[kThreads * kVec];
   const int t = tokens[blockIdx.x], h0 = blockIdx.y, split = blockIdx.z, tid = threadIdx.x;
-  const SplitRange r = split_range(kv, t, splits, split, kSplitKeys, kMaxSplits);
+  const SplitRange r = split_range(kv, t, splits, split);
   if (split >= r.live) return;
   const int kvh = h0 / (heads / kv.num_kv_heads);
   const HeadKv cache = head_kv(kv, r, kvh, hd);
@@ -643,12 +651,6 @@ __global__ void __launch_bounds__(kThreads)
                   out, part_out, part_ml, arrivals);
 }
 
-// The split length for long contexts (see kSplitKeys): 128 keys for the tensor-core kernel, kSplitKeys otherwise.
-int split_keys(int head_dim) { return head_dim == 64 || head_dim == 128 ? 128 : kSplitKeys; }
-
-// The most splits a context uses: 32 for head dim 128, kMaxSplits otherwise (see kSplitKeys).
-int live_splits(int head_dim) { return head_dim == 128 ? 32 : kMaxSplits; }
-
 // The longest split a launch of `splits` splits can give a context of up to max_seq_len keys: the context over all
 // splits, or over the splits the rule at kSplitKeys gives (at most split_keys(head_dim) keys, and up to kShortSplits
 // splits of at most max(kSplitKeys, max_seq_len / kShortSplits)).
@@ -682,8 +684,7 @@ void launch_group(dim3 grid, int stages, int max_seq_len, cudaStream_t s, const 
   const bool clustered = cluster_merges(splits, max_seq_len, kHeadDim);
   if (clustered) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, clustered ? splits : 1), q, heads, kv, tokens,
-                  scale * kLog2e, splits, stages, clustered, split_keys(kHeadDim), live_splits(kHeadDim), out, part_out,
-                  part_ml, arrivals);
+                  scale * kLog2e, splits, stages, clustered, out, part_out, part_ml, arrivals);
 }
 
 template <int kHeadDim>
