@@ -6,8 +6,9 @@ Usage: kernel_timeline.py TRACE [--gap-us G] [--csv FILE]
 Each kernel launched through launch() stamps, per block, when it reached its PDL wait (arrive) and when the wait
 released it (release: the kernel before it had finished). The script orders the kernels by their first release,
 cuts the sequence into steps at gaps longer than G µs (default 40: the host's work between steps) and prints one
-row per kernel of the last of the longest steps — a graph's kernels keep their grid ids across replays, so the
-trace holds each graph's latest replay, and the decode graph's is the last one the program ran:
+row per kernel of the last step of at least half the longest one's kernels — a graph's kernels keep their grid ids
+across replays, so the trace holds each graph's latest replay, and the decode graph's is the last one the program
+ran:
 
   chain   the next kernel's first release - this kernel's first release (µs): this kernel's share of the step (its
           work after the wait, its completion and the next kernel's release); the rows add up to the step
@@ -84,7 +85,9 @@ def main():
     longest = max(len(st) for st in steps)
     if longest < 8:
         sys.exit(f"no step of 8 or more kernels between gaps of {args.gap_us} µs")
-    step = [st for st in steps if len(st) == longest][-1]
+    # The last step of at least half the longest one's kernels: a decode step fuses more of its operations (its norms
+    # ride in its matmuls; int8 weights need no widening) than the program's eager prompt steps, and launches fewer.
+    step = [st for st in steps if len(st) * 2 >= longest][-1]
     shape = [sig(r) for r in step]
     n = len(step)
 
