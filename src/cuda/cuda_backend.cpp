@@ -134,14 +134,8 @@ class CudaBackend final : public Backend {
                        bf16_mut(out), stream_);
   }
   void linear_swiglu(const Tensor& x, const Weight& w, Tensor& scratch, Tensor& out) override {
-    const int64_t m = x.size(0), k = x.size(1), inter = out.size(1);
-    if (m == 0) return;
-    if (w.quantized() && int8_skinny(x, w, inter, out.raw(), false, true)) return;
-    if (!w.quantized() && cuda::gemv_supported(to_int(m), to_int(k), x.stride(0))) {
-      cuda::gemv_swiglu(bf16(x), to_int(m), x.stride(0), bf16(w.values), to_int(inter), to_int(k), bf16_mut(out),
-                        stream_);
-      return;
-    }
+    const int64_t m = x.size(0), inter = out.size(1);
+    if (skinny(x, w, inter, out.raw(), false, true)) return;
     record(gemm(x, w, scratch));
     cuda::swiglu(bf16(scratch), m, to_int(inter), bf16_mut(out), stream_);
   }
@@ -153,18 +147,20 @@ class CudaBackend final : public Backend {
   }
   void rms_norm_linear(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
                        Tensor& out) override {
-    if (!fused_gemv(x, w, out, false, {norm.data<float>(), eps, false})) {
+    if (!skinny(x, w, out.size(1), out.raw(), false, false, {norm.data<float>(), eps, false})) {
       Backend::rms_norm_linear(x, norm, eps, w, normed, out);
     }
   }
   void rms_norm_linear_swiglu(const Tensor& x, const Tensor& norm, float eps, const Weight& w, Tensor& normed,
                               Tensor& scratch, Tensor& out) override {
-    if (!fused_gemv(x, w, out, true, {norm.data<float>(), eps, false})) {
+    if (!skinny(x, w, out.size(1), out.raw(), false, true, {norm.data<float>(), eps, false})) {
       Backend::rms_norm_linear_swiglu(x, norm, eps, w, normed, scratch, out);
     }
   }
   void linear_add(const Tensor& x, const Weight& w, Tensor& proj, Tensor& residual) override {
-    if (!fused_gemv(x, w, residual, false, {nullptr, 0.0f, true})) Backend::linear_add(x, w, proj, residual);
+    if (!skinny(x, w, residual.size(1), residual.raw(), false, false, {nullptr, 0.0f, true})) {
+      Backend::linear_add(x, w, proj, residual);
+    }
   }
   void gather_rows(const Tensor& x, const Tensor& indices, Tensor& out) override {
     cuda::gather_rows(bf16(x), indices.data<int32_t>(), to_int(indices.numel()), to_int(x.size(-1)), bf16_mut(out),
@@ -342,76 +338,48 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // x[M, K] times int8 weights for decode-sized M: the tensor-core W8A16 kernel for 2 to 16 rows (and one row of an
+  // out[M, n] = x[M, K] * w^T for decode-sized M, SwiGLU-gated when swiglu (n = the intermediate size), with
+  // fusion's norm or residual add. int8 weights take the tensor-core W8A16 kernel for 2 to 16 rows (and one row of an
   // LM-head-sized matrix) where its shape rules allow, else the SIMT GEMV (up to 8 rows; at one row it streams the
-  // projections faster, docs/performance.md); out is [M, n] (for SwiGLU, n = the intermediate size). False when
-  // neither applies: the caller widens the weights for cuBLASLt.
-  bool int8_skinny(const Tensor& x, const Weight& w, int64_t n, void* out, bool out_f32, bool swiglu) {
-    const int m = to_int(x.size(0)), k = to_int(x.size(1)), group = to_int(w.group_size);
-    const int64_t ldx = x.stride(0);
-    if (cuda::w8a16_mma_preferred(m, to_int(n), swiglu) && cuda::w8a16_mma_supported(m, k, ldx, group)) {
-      if (swiglu) {
-        cuda::w8a16_mma_swiglu(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
-      } else {
-        cuda::w8a16_mma(bf16(x), m, ldx, int8(w), to_int(n), k, out, out_f32, stream_);
-      }
-      return true;
-    }
-    if (!cuda::gemv_int8_supported(m, k, ldx, group)) return false;
-    if (swiglu) {
-      cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), to_int(n), k, static_cast<uint16_t*>(out), stream_);
-    } else {
-      cuda::gemv_int8(bf16(x), m, ldx, int8(w), to_int(n), k, out, out_f32, stream_);
-    }
-    return true;
-  }
-
-  // The GEMV (SwiGLU: its gated form) with a norm or a residual add fused in, where a GEMV kernel serves this shape
-  // and these weights (for int8, where the tensor-core kernel is not the one preferred). False when none does: the
-  // caller composes the plain operations.
-  bool fused_gemv(const Tensor& x, const Weight& w, Tensor& out, bool swiglu, const cuda::GemvFusion& f) {
-    const int m = to_int(x.size(0)), k = to_int(x.size(1)), n = to_int(out.size(1));
+  // projections faster, docs/performance.md); bf16 weights the SIMT GEMV. Only the GEMV fuses, and the norm only
+  // where gemv takes it. False, with nothing launched, when no kernel serves the shape and fusion: the caller runs
+  // cuBLASLt or composes the plain operations.
+  bool skinny(const Tensor& x, const Weight& w, int64_t n, void* out, bool out_f32, bool swiglu,
+              const cuda::GemvFusion& fusion = {}) {
+    const int m = to_int(x.size(0)), k = to_int(x.size(1)), cols = to_int(n);
     const int64_t ldx = x.stride(0);
     if (m == 0) return true;
-    if (f.norm != nullptr && !cuda::gemv_fuses_norm(m, n, k, swiglu, w.quantized())) return false;
+    auto* out16 = static_cast<uint16_t*>(out);
     if (w.quantized()) {
-      if (cuda::w8a16_mma_preferred(m, n, swiglu) || !cuda::gemv_int8_supported(m, k, ldx, to_int(w.group_size))) {
-        return false;
+      const int group = to_int(w.group_size);
+      if (cuda::w8a16_mma_preferred(m, cols, swiglu) && cuda::w8a16_mma_supported(m, k, ldx, group)) {
+        if (fusion.norm != nullptr || fusion.accumulate) return false;
+        if (swiglu) {
+          cuda::w8a16_mma_swiglu(bf16(x), m, ldx, int8(w), cols, k, out16, stream_);
+        } else {
+          cuda::w8a16_mma(bf16(x), m, ldx, int8(w), cols, k, out, out_f32, stream_);
+        }
+        return true;
       }
-      if (swiglu) {
-        cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), n, k, bf16_mut(out), stream_, f);
-      } else {
-        cuda::gemv_int8(bf16(x), m, ldx, int8(w), n, k, out.raw(), false, stream_, f);
-      }
-      return true;
+      if (!cuda::gemv_int8_supported(m, k, ldx, group)) return false;
+      return swiglu ? cuda::gemv_swiglu_int8(bf16(x), m, ldx, int8(w), cols, k, out16, stream_, fusion)
+                    : cuda::gemv_int8(bf16(x), m, ldx, int8(w), cols, k, out, out_f32, stream_, fusion);
     }
     if (!cuda::gemv_supported(m, k, ldx)) return false;
-    if (swiglu) {
-      cuda::gemv_swiglu(bf16(x), m, ldx, bf16(w.values), n, k, bf16_mut(out), stream_, f);
-    } else {
-      cuda::gemv(bf16(x), m, ldx, bf16(w.values), n, k, out.raw(), false, stream_, f);
-    }
-    return true;
+    return swiglu ? cuda::gemv_swiglu(bf16(x), m, ldx, bf16(w.values), cols, k, out16, stream_, fusion)
+                  : cuda::gemv(bf16(x), m, ldx, bf16(w.values), cols, k, out, out_f32, stream_, fusion);
   }
 
-  // out[M, N] = x[M, K] * w[N, K]^T: the GEMV kernels for decode-sized M (int8_skinny for int8 weights), cuBLASLt
-  // above (int8 weights widened to bf16 first).
+  // out[M, N] = x[M, K] * w[N, K]^T: the skinny kernels for decode-sized M, cuBLASLt above (int8 weights widened to
+  // bf16 first).
   Status gemm(const Tensor& x, const Weight& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.rows(), ldx = x.stride(0);
-    if (m == 0) return Status::ok();
     const bool out_f32 = out.dtype() == DType::kF32;
-    if (w.quantized()) {
-      if (int8_skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
-      auto* wide = bf16_mut(dequantized_);
-      cuda::dequantize_int8(int8(w), n, k, wide, stream_);
-      return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);
-    }
-    if (cuda::gemv_supported(static_cast<int>(m), static_cast<int>(k), ldx)) {
-      cuda::gemv(bf16(x), static_cast<int>(m), ldx, bf16(w.values), static_cast<int>(n), static_cast<int>(k), out.raw(),
-                 out_f32, stream_);
-      return Status::ok();
-    }
-    return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
+    if (skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
+    if (!w.quantized()) return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
+    auto* wide = bf16_mut(dequantized_);
+    cuda::dequantize_int8(int8(w), n, k, wide, stream_);
+    return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);
   }
 
   int device_;

@@ -334,36 +334,49 @@ Plan plan(int n, int k) {
   return p;
 }
 
-template <int M, bool kSwiglu, bool kInt8, bool kNorm, int... kChoices>
-void dispatch(const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
-  const Plan p = plan<M, kSwiglu, kInt8, kNorm, kChoices...>(c.n, c.k);
-  ((p.rows == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8, kNorm>(c, w, p.group_threads, s) : void()), ...);
+// An activation-row bucket: the row count M that m rows are computed as, and the rows per group its kernels are
+// compiled for (largest first). One table (for_bucket) serves the plan and the launch, so they cannot disagree.
+template <int M, int... kChoices>
+struct Bucket {
+  template <bool kSwiglu, bool kInt8, bool kNorm>
+  static Plan plan_for(int n, int k) {
+    return plan<M, kSwiglu, kInt8, kNorm, kChoices...>(n, k);
+  }
+  template <bool kSwiglu, bool kInt8, bool kNorm>
+  static void launch(const Plan& p, const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
+    ((p.rows == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8, kNorm>(c, w, p.group_threads, s) : void()), ...);
+  }
+};
+
+// f(Bucket<M, choices...>{}) for the bucket of m (1 to 8) activation rows.
+template <typename F>
+decltype(auto) for_bucket(int m, F&& f) {
+  if (m == 1) return f(Bucket<1, 8, 4, 2>{});
+  if (m == 2) return f(Bucket<2, 8, 4, 2>{});
+  if (m <= 4) return f(Bucket<4, 4, 2>{});
+  return f(Bucket<8, 2>{});
 }
 
-// The rows per group that each activation-row count is compiled for (largest first).
-template <bool kSwiglu, bool kInt8, bool kNorm>
-void run_rows(const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
-  if (c.m == 1) return dispatch<1, kSwiglu, kInt8, kNorm, 8, 4, 2>(c, w, s);
-  if (c.m == 2) return dispatch<2, kSwiglu, kInt8, kNorm, 8, 4, 2>(c, w, s);
-  if (c.m <= 4) return dispatch<4, kSwiglu, kInt8, kNorm, 4, 2>(c, w, s);
-  return dispatch<8, kSwiglu, kInt8, kNorm, 2>(c, w, s);
-}
-
+// Plans and launches; with a norm, launches only where the norm is fused (K <= 8192 and a grid of one wave: on
+// several waves every block pays the prologue's read of the rows and its reduction, which costs more than the
+// separate norm kernel, docs/performance.md, 2026-12-03, late night) and returns whether it did.
 template <bool kSwiglu, bool kInt8>
-bool norm_one_wave(int m, int n, int k) {
-  if (m == 1) return plan<1, kSwiglu, kInt8, true, 8, 4, 2>(n, k).one_wave;
-  if (m == 2) return plan<2, kSwiglu, kInt8, true, 8, 4, 2>(n, k).one_wave;
-  if (m <= 4) return plan<4, kSwiglu, kInt8, true, 4, 2>(n, k).one_wave;
-  return plan<8, kSwiglu, kInt8, true, 2>(n, k).one_wave;
-}
-
-template <bool kSwiglu, bool kInt8>
-void run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
+bool run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
          const GemvFusion& f, cudaStream_t s) {
   const Store store = f.accumulate ? Store::kAddBf16 : (out_f32 ? Store::kF32 : Store::kBf16);
   const GemvCall c{x, m, ldx, n, k, f.norm, f.eps, out, store};
-  if (f.norm != nullptr) return run_rows<kSwiglu, kInt8, true>(c, w, s);
-  run_rows<kSwiglu, kInt8, false>(c, w, s);
+  return for_bucket(m, [&](auto bucket) {
+    using B = decltype(bucket);
+    if (f.norm == nullptr) {
+      B::template launch<kSwiglu, kInt8, false>(B::template plan_for<kSwiglu, kInt8, false>(n, k), c, w, s);
+      return true;
+    }
+    if (k > 8192) return false;
+    const Plan p = B::template plan_for<kSwiglu, kInt8, true>(n, k);
+    if (!p.one_wave) return false;
+    B::template launch<kSwiglu, kInt8, true>(p, c, w, s);
+    return true;
+  });
 }
 
 GemvWeights int8_weights(const Int8Weights& w) {
@@ -380,30 +393,24 @@ bool gemv_int8_supported(int m, int k, int64_t ldx, int group) {
   return m >= 1 && m <= 8 && k % 16 == 0 && ldx % 8 == 0 && group % 16 == 0;
 }
 
-bool gemv_fuses_norm(int m, int n, int k, bool swiglu, bool int8) {
-  if (k > 8192) return false;
-  if (swiglu) return int8 ? norm_one_wave<true, true>(m, n, k) : norm_one_wave<true, false>(m, n, k);
-  return int8 ? norm_one_wave<false, true>(m, n, k) : norm_one_wave<false, false>(m, n, k);
-}
-
-void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+bool gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s, const GemvFusion& f) {
-  run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, f, s);
+  return run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, f, s);
 }
 
-void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
+bool gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s, const GemvFusion& f) {
-  run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, f, s);
+  return run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, f, s);
 }
 
-void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+bool gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
                cudaStream_t s, const GemvFusion& f) {
-  run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, f, s);
+  return run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, f, s);
 }
 
-void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
+bool gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s, const GemvFusion& f) {
-  run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, f, s);
+  return run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, f, s);
 }
 
 }  // namespace photon::cuda

@@ -60,7 +60,9 @@ void paged_attention(const uint16_t* q, int heads, const PagedKv& kv, const int3
 
 /// What a GEMV does around its product, so that a decode step's norms and residual adds cost no launches:
 /// - norm (f32 [K], with eps): the activation rows are RMS-normalised first, x[m] / rms(x[m]) * norm, each value
-///   rounded to bf16 exactly as rms_norm stores it (where gemv_fuses_norm);
+///   rounded to bf16 exactly as rms_norm stores it. Only where the grid fits in one wave of resident blocks and
+///   K <= 8192: every block pays the prologue's read of the rows and its reduction, which a grid of several waves
+///   pays once a wave — more than the separate norm kernel costs (docs/performance.md, 2026-12-03, late night);
 /// - accumulate: the product, rounded to bf16, is added to the bf16 out in place, out = bf16(out + product), as
 ///   add_rms_norm adds (bf16 out only; not with SwiGLU).
 struct GemvFusion {
@@ -71,26 +73,23 @@ struct GemvFusion {
 
 /// Whether gemv handles this shape (1 to 8 activation rows, K and the row stride multiples of 8).
 bool gemv_supported(int m, int k, int64_t ldx);
-/// Whether the GEMV (gemv_swiglu when swiglu; the int8 forms when int8) of m rows, n outputs and K inputs takes the
-/// norm into its prologue (GemvFusion::norm): K <= 8192, and the grid fits in one wave of resident blocks. Every
-/// block pays the prologue's read of the rows and its reduction, which a grid of several waves pays once a wave —
-/// more than the separate norm kernel costs (docs/performance.md, 2026-12-03, late night).
-bool gemv_fuses_norm(int m, int n, int k, bool swiglu, bool int8);
-/// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N].
-void gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
+/// out[m, n] = x[m, :] . w[n, :] for m < M <= 8; x rows are ldx apart; out is f32 or bf16 [M, N]. Returns false,
+/// launching nothing, when fusion.norm is set and this shape cannot take the norm (see GemvFusion): the caller
+/// normalises separately. True otherwise.
+bool gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s, const GemvFusion& fusion = {});
 /// out[m, j] = silu(x[m] . w[j]) * (x[m] . w[inter + j]) for the stacked [gate; up] matrix w [2 * inter, K];
-/// out bf16 [M, inter]. Same shapes as gemv.
-void gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
+/// out bf16 [M, inter]. Same shapes and return as gemv.
+bool gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s, const GemvFusion& fusion = {});
 
 /// Whether gemv_int8 handles this shape (1 to 8 rows, K a multiple of 16, the group a multiple of 16).
 bool gemv_int8_supported(int m, int k, int64_t ldx, int group);
 /// gemv and gemv_swiglu over int8 weights (W8A16): bf16 activations, f32 accumulation, the group's scale applied to
-/// each 16-weight partial sum.
-void gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
+/// each 16-weight partial sum. Same return as gemv.
+bool gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
                cudaStream_t s, const GemvFusion& fusion = {});
-void gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
+bool gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s, const GemvFusion& fusion = {});
 /// Whether w8a16_mma handles this shape: 1 to 16 rows, K and the group multiples of 64, the row stride of 8.
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group);
