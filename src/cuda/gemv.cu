@@ -357,9 +357,8 @@ decltype(auto) for_bucket(int m, F&& f) {
   return f(Bucket<8, 2>{});
 }
 
-// Plans and launches; with a norm, launches only where the norm is fused (K <= 8192 and a grid of one wave: on
-// several waves every block pays the prologue's read of the rows and its reduction, which costs more than the
-// separate norm kernel, docs/performance.md, 2026-12-03, late night) and returns whether it did.
+// Plans and launches; with a norm, only where the norm may be fused (K <= 8192 and a grid of one wave, for the
+// reason GemvFusion gives), and returns whether it launched.
 template <bool kSwiglu, bool kInt8>
 bool run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
          const GemvFusion& f, cudaStream_t s) {
