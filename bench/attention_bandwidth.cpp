@@ -33,6 +33,7 @@ constexpr Shape kShapes[] = {
     {"llama-3.2-1b", 32, 8, 64},
     {"qwen3-0.6b", 16, 8, 128},
     {"llama-3.1-8b", 32, 8, 128},
+    {"llama-3.1-70b", 64, 8, 128},
 };
 constexpr int kBlockSize = 16;
 

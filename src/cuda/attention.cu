@@ -280,70 +280,79 @@ __device__ __forceinline__ void finish(const float (&acc)[G][kVec], const float 
                          part_ml, arrivals);
 }
 
+// Cluster barrier halves (Hopper and later; every thread of every block of the cluster, in convergent code): the
+// arrival releases this thread's earlier writes, the wait acquires those of every thread that arrived before it.
+__device__ __forceinline__ void cluster_arrive(bool relaxed = false) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (relaxed) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
+  }
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
+
 // The end of the tensor-core kernel when its `live` splits (> 1) run as one thread block cluster: instead of partials
-// in global memory, an atomic arrival and a merging block (finish_pooled), each block posts its split's output (the
-// sum of `pool`, kWarps partial outputs per head as finish_pooled takes them, scaled to final_max in natural-log units
-// with softmax sum final_sum) and (max, sum) in its own shared memory, and after a cluster barrier each live block
-// merges a 1 / live share of the G x kHeadDim outputs from all of them through distributed shared memory. Blocks
-// without keys (split >= live) pass null pointers: they only keep the two barriers. Contains barriers; call it from
-// every thread of every block of the cluster. Compiled for Hopper and later (clusters are never launched before).
+// in global memory, an atomic arrival and a merging block (finish_pooled), each live block merges a 1 / live share
+// of the G x kHeadDim outputs in its own shared memory, into which every live block has written its values of that
+// share and its (max, sum) per head (distributed shared memory) before one cluster barrier. So the merge costs one
+// round of remote writes and one barrier, where reading the shares after a barrier cost a round of remote reads and a
+// second barrier (no block may leave while another still reads its memory): 3.65 against 4.05 µs a layer for a
+// 192-key context (llama-3.2-1b shape), +1.5% batch-1 decode end to end (docs/performance.md). Writing into another
+// block's shared memory needs that block running: the kernel arrives (relaxed) at a first cluster barrier when it
+// starts, and this waits on it. pool holds kWarps partial outputs per head as finish_pooled takes them, scaled to
+// final_max (natural-log units) with softmax sum final_sum. Blocks without keys (split >= live) pass null pointers
+// and only keep the barriers. Call it from every thread of every block of the cluster. Compiled for Hopper and later
+// (clusters are never launched before).
 template <int G, int kHeadDim>
 __device__ __forceinline__ void cluster_finish(const float* pool, const float* final_max, const float* final_sum,
                                                int live, int split, int64_t row, uint16_t* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   constexpr int kElems = G * kHeadDim;
-  __shared__ float part[kElems];  // this split's output for head g at g * kHeadDim + d
-  __shared__ float2 ml[G];        // this split's (max, sum) per head
-  __shared__ float weight[G][kMaxClusterSplits];
-  __shared__ float total[G];
+  __shared__ float inbox[kElems + kMaxClusterSplits];  // split s's values of this block's share, at s * share + k
+  __shared__ float2 ml_in[kMaxClusterSplits][G];       // split s's (max, sum) per head
   const int tid = threadIdx.x;
   const bool has_keys = split < live;
+  const int share = (kElems + live - 1) / live;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster_wait();  // every block of the cluster has started: its shared memory may be written
   if (has_keys) {
     for (int i = tid; i < kElems; i += kThreads) {
-      const int g = i / kHeadDim, d = i % kHeadDim;
+      const int g = i / kHeadDim, d = i % kHeadDim, owner = i / share;
       float v = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) v += pool[(g * kWarps + w) * kHeadDim + d];
-      part[i] = v;
+      *cluster.map_shared_rank(&inbox[split * share + i - owner * share], owner) = v;
     }
-    if (tid < G) ml[tid] = make_float2(final_max[tid], final_sum[tid]);
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every live split has posted its output
-  if (has_keys) {
-    // Each split's weight e^(m_s - M) per head, and the merged softmax sum.
-    if (tid < G) {
-      float2 v[kMaxClusterSplits];
-      float m = -INFINITY;
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        v[s] = s < live ? *cluster.map_shared_rank(&ml[tid], s) : make_float2(-INFINITY, 0.0f);
-        m = fmaxf(m, v[s].x);
-      }
-      float l = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        const float w = v[s].y > 0.0f ? __expf(v[s].x - m) : 0.0f;
-        weight[tid][s] = w;
-        l += v[s].y * w;
-      }
-      total[tid] = l;
-    }
-    __syncthreads();
-    const int share = (kElems + live - 1) / live;
-    const int end = min(kElems, (split + 1) * share);
-    for (int i = split * share + tid; i < end; i += kThreads) {
-      const int g = i / kHeadDim;
-      float v = 0.0f;
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        if (s < live) v += weight[g][s] * *cluster.map_shared_rank(&part[i], s);
-      }
-      out[row + i] = f2bf(total[g] > 0.0f ? v / total[g] : 0.0f);
+    if (tid < G * live) {
+      const int g = tid % G, owner = tid / G;
+      *cluster.map_shared_rank(&ml_in[split][g], owner) = make_float2(final_max[g], final_sum[g]);
     }
   }
-  cluster.sync();  // no block leaves while another may still read its shared memory
+  cluster_arrive();
+  cluster_wait();  // every live split's values are in
+  if (!has_keys) return;
+  const int begin = split * share, end = min(kElems, begin + share);
+  for (int i = begin + tid; i < end; i += kThreads) {
+    const int g = i / kHeadDim;
+    float m = -INFINITY;
+    for (int s = 0; s < live; ++s) m = fmaxf(m, ml_in[s][g].x);
+    // out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s, the splits in order
+    float v = 0.0f, l = 0.0f;
+    for (int s = 0; s < live; ++s) {
+      const float2 p = ml_in[s][g];
+      const float w = p.y > 0.0f ? __expf(p.x - m) : 0.0f;
+      l += p.y * w;
+      v += w * inbox[s * share + i - begin];
+    }
+    out[row + i] = f2bf(l > 0.0f ? v / l : 0.0f);
+  }
 #endif
 }
 
@@ -384,11 +393,16 @@ constexpr size_t mma_smem(int stages) {
   return rings > pool ? rings : pool;
 }
 
-template <int kHeadDim, int G>
-__global__ void __launch_bounds__(kThreads)
+// The least blocks per SM the compiler must leave room for (0: its own register choice). The plain head-dim-128
+// kernel with G = 8 is held to three (168 registers): left alone it takes 186, two blocks per SM, and large batches of
+// short contexts ran 15% slower (Llama-3.1-70B's shape, 1,024 x 192: 378.6 against 321.1 µs a layer with the bound).
+template <int kHeadDim, int G, bool kClustered>
+constexpr int kMmaMinBlocks = kHeadDim == 128 && G == 8 && !kClustered ? 3 : 0;
+
+template <int kHeadDim, int G, bool kClustered>
+__global__ void __launch_bounds__(kThreads, (kMmaMinBlocks<kHeadDim, G, kClustered>))
     mma_attention_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* tokens, float scale_log2, int splits,
-                         int stages, bool clustered, uint16_t* out, float* part_out, float* part_ml,
-                         unsigned* arrivals) {
+                         int stages, uint16_t* out, float* part_out, float* part_ml, unsigned* arrivals) {
   constexpr int hd = kHeadDim;
   constexpr int kVecs = hd / 8;                      // 16-byte chunks per row
   constexpr int kSlotElems = kMmaSlotBytes<hd> / 2;  // bf16 elements per ring slot
@@ -400,9 +414,11 @@ __global__ void __launch_bounds__(kThreads)
   const int t = tokens[blockIdx.x], h0 = blockIdx.y * G, split = blockIdx.z, tid = threadIdx.x;
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const SplitRange r = split_range(kv, t, splits, split);
-  // Launched in clusters of the splits, the live splits merge through each other's shared memory, and every block of
-  // the cluster (the same r.live in all of them) takes part in its barriers, also the blocks without keys.
-  const bool cluster_merge = clustered && r.live > 1;
+  // Launched in clusters of the splits (kClustered), the live splits merge through each other's shared memory, and
+  // every block of the cluster (the same r.live in all of them) takes part in its barriers, also the blocks without
+  // keys. The kernel without clusters carries no cluster code (its register allocation is then its own).
+  const bool cluster_merge = kClustered && r.live > 1;
+  if (cluster_merge) cluster_arrive(true);  // cluster_finish waits on it
   if (split >= r.live) {
     if (cluster_merge) {
       pdl_begin();  // lets the next kernel launch early, as the other blocks do
@@ -670,21 +686,45 @@ bool cluster_merges(int splits, int max_seq_len, int head_dim) {
          longest_split(splits, max_seq_len, head_dim) <= kWarps * kMmaKeys;
 }
 
-// The tensor-core kernel for head dim kHeadDim and group G, `stages` tiles in flight per warp.
+// Blocks of `kernel` that one SM holds with `smem` bytes of dynamic shared memory.
+template <typename Kernel>
+int blocks_per_sm(Kernel kernel, size_t smem) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  int n = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem);
+  return n;
+}
+
+// The tensor-core kernel for head dim kHeadDim and group G, `stages` tiles in flight per warp (at most; see below).
 template <int kHeadDim, int G>
 void launch_group(dim3 grid, int stages, int max_seq_len, cudaStream_t s, const uint16_t* q, int heads,
                   const PagedKv& kv, const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out,
                   float* part_ml, unsigned* arrivals) {
   constexpr float kLog2e = 1.4426950408889634f;
-  const auto kernel = mma_attention_kernel<kHeadDim, G>;
+  const bool clustered = cluster_merges(splits, max_seq_len, kHeadDim);
+  const auto kernel = clustered ? mma_attention_kernel<kHeadDim, G, true> : mma_attention_kernel<kHeadDim, G, false>;
+  // A grid of fewer blocks than two waves leaves part of the GPU idle in its second: a block's rate is bounded by the
+  // tiles it keeps in flight, and the few blocks of the last wave cannot stream the cache at full bandwidth. There a
+  // deeper ring per block pays more than the block per SM it costs (head dim 128, two against three slots, i.e. three
+  // against two blocks per SM on the H200; one sequence's 4,096 keys for each of 64 tokens x 8 head groups, 512
+  // blocks: 351.7 against 279.0 µs a layer for qwen3-0.6b's shape, 361.0 against 288.2 for llama-3.1-8b's; 64 x
+  // (4,096, 128) end to end 2,937 against 3,165 out tok/s, docs/performance.md). Only where the deeper ring still
+  // leaves two blocks per SM, and the split can use it.
+  if (!clustered && stages < kMmaMaxStages && longest_split(splits, max_seq_len, kHeadDim) >= 512) {
+    // Blocks per SM with each ring depth, for this kernel on this device (asked once).
+    static const int per_sm[kMmaMaxStages + 1] = {0, blocks_per_sm(kernel, mma_smem<kHeadDim, G>(1)),
+                                                  blocks_per_sm(kernel, mma_smem<kHeadDim, G>(2)),
+                                                  blocks_per_sm(kernel, mma_smem<kHeadDim, G>(3))};
+    const long blocks = static_cast<long>(grid.x) * grid.y * grid.z;
+    if (per_sm[kMmaMaxStages] >= 2 && blocks < 2L * per_sm[stages] * sm_count()) stages = kMmaMaxStages;
+  }
   const size_t smem = mma_smem<kHeadDim, G>(stages);
   // Above 48 KiB of shared memory needs an opt-in, per device, as do clusters of more than 8 blocks: set them on
   // every launch (cheap host calls).
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  const bool clustered = cluster_merges(splits, max_seq_len, kHeadDim);
   if (clustered) cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, clustered ? splits : 1), q, heads, kv, tokens,
-                  scale * kLog2e, splits, stages, clustered, out, part_out, part_ml, arrivals);
+                  scale * kLog2e, splits, stages, out, part_out, part_ml, arrivals);
 }
 
 template <int kHeadDim>
