@@ -734,7 +734,8 @@ void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStre
   // Each warp keeps up to three of its tiles in flight, as many as the longest split it expects gives it. For head
   // dim 128 (8 KB tiles, 96 KB of rings for three) the third slot pays only when few tokens split long contexts
   // (qwen3-0.6b, one sequence of 32,768 tokens: 44 against 51 µs a layer with two); with one split per token the
-  // batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against 327 µs).
+  // batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against 327 µs) —
+  // unless the grid is under two waves, where launch_group deepens the ring.
   // Decode graphs pass max_model_len here, so the choice cannot depend on the contexts a replay meets.
   const int longest = longest_split(splits, max_seq_len, kHeadDim);
   const int max_stages = kHeadDim == 64 || (splits > 1 && longest >= 512) ? kMmaMaxStages : 2;
