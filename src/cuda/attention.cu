@@ -695,29 +695,40 @@ int blocks_per_sm(Kernel kernel, size_t smem) {
   return n;
 }
 
-// The tensor-core kernel for head dim kHeadDim and group G, `stages` tiles in flight per warp (at most; see below).
+// Tiles in flight per warp of the tensor-core kernel (its ring slots), as many as the longest split it expects gives
+// it, up to three. For head dim 128 (8 KB tiles, 96 KB of rings for three) the third slot pays when few tokens split
+// long contexts (qwen3-0.6b, one sequence of 32,768 tokens: 44 against 51 µs a layer with two); with one split per
+// token the batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against
+// 327 µs) — unless the grid is under two waves. Then part of the GPU idles in the second wave: a block's rate is
+// bounded by the tiles it keeps in flight, and the few blocks of the last wave cannot stream the cache at full
+// bandwidth, so a deeper ring per block pays more than the block per SM it costs (three against two slots, i.e. two
+// against three blocks per SM on the H200; 64 tokens x 8 head groups of 4,096 keys each, 512 blocks: 351.7 against
+// 279.0 µs a layer for qwen3-0.6b's shape, 361.0 against 288.2 for llama-3.1-8b's; 64 x (4,096, 128) end to end
+// 2,937 against 3,165 out tok/s, docs/performance.md) — where the deeper ring still leaves two blocks per SM (the
+// occupancy calculator is asked once per kernel and device). Decode graphs pass max_model_len here, so the choice
+// cannot depend on the contexts a replay meets.
 template <int kHeadDim, int G>
-void launch_group(dim3 grid, int stages, int max_seq_len, cudaStream_t s, const uint16_t* q, int heads,
-                  const PagedKv& kv, const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out,
-                  float* part_ml, unsigned* arrivals) {
+int ring_stages(dim3 grid, int splits, int max_seq_len, bool clustered) {
+  const int longest = longest_split(splits, max_seq_len, kHeadDim);
+  const int max_stages = kHeadDim == 64 || (splits > 1 && longest >= 512) ? kMmaMaxStages : 2;
+  const int stages = max(1, min(max_stages, (longest + kMmaKeys * kWarps - 1) / (kMmaKeys * kWarps)));
+  if (clustered || stages == kMmaMaxStages || longest < 512) return stages;  // here stages == 2
+  const auto kernel = mma_attention_kernel<kHeadDim, G, false>;
+  static const int shallow = blocks_per_sm(kernel, mma_smem<kHeadDim, G>(2));
+  static const int deep = blocks_per_sm(kernel, mma_smem<kHeadDim, G>(kMmaMaxStages));
+  const long blocks = static_cast<long>(grid.x) * grid.y * grid.z;
+  return deep >= 2 && blocks < 2L * shallow * sm_count() ? kMmaMaxStages : stages;
+}
+
+// The tensor-core kernel for head dim kHeadDim and group G.
+template <int kHeadDim, int G>
+void launch_group(dim3 grid, int max_seq_len, cudaStream_t s, const uint16_t* q, int heads, const PagedKv& kv,
+                  const int32_t* tokens, float scale, int splits, uint16_t* out, float* part_out, float* part_ml,
+                  unsigned* arrivals) {
   constexpr float kLog2e = 1.4426950408889634f;
   const bool clustered = cluster_merges(splits, max_seq_len, kHeadDim);
   const auto kernel = clustered ? mma_attention_kernel<kHeadDim, G, true> : mma_attention_kernel<kHeadDim, G, false>;
-  // A grid of fewer blocks than two waves leaves part of the GPU idle in its second: a block's rate is bounded by the
-  // tiles it keeps in flight, and the few blocks of the last wave cannot stream the cache at full bandwidth. There a
-  // deeper ring per block pays more than the block per SM it costs (head dim 128, two against three slots, i.e. three
-  // against two blocks per SM on the H200; one sequence's 4,096 keys for each of 64 tokens x 8 head groups, 512
-  // blocks: 351.7 against 279.0 µs a layer for qwen3-0.6b's shape, 361.0 against 288.2 for llama-3.1-8b's; 64 x
-  // (4,096, 128) end to end 2,937 against 3,165 out tok/s, docs/performance.md). Only where the deeper ring still
-  // leaves two blocks per SM, and the split can use it.
-  if (!clustered && stages < kMmaMaxStages && longest_split(splits, max_seq_len, kHeadDim) >= 512) {
-    // Blocks per SM with each ring depth, for this kernel on this device (asked once).
-    static const int per_sm[kMmaMaxStages + 1] = {0, blocks_per_sm(kernel, mma_smem<kHeadDim, G>(1)),
-                                                  blocks_per_sm(kernel, mma_smem<kHeadDim, G>(2)),
-                                                  blocks_per_sm(kernel, mma_smem<kHeadDim, G>(3))};
-    const long blocks = static_cast<long>(grid.x) * grid.y * grid.z;
-    if (per_sm[kMmaMaxStages] >= 2 && blocks < 2L * per_sm[stages] * sm_count()) stages = kMmaMaxStages;
-  }
+  const int stages = ring_stages<kHeadDim, G>(grid, splits, max_seq_len, clustered);
   const size_t smem = mma_smem<kHeadDim, G>(stages);
   // Above 48 KiB of shared memory needs an opt-in, per device, as do clusters of more than 8 blocks: set them on
   // every launch (cheap host calls).
@@ -731,18 +742,9 @@ template <int kHeadDim>
 void launch_head_dim(int group, int max_seq_len, int splits, dim3 grid, cudaStream_t s, const uint16_t* q, int heads,
                      const PagedKv& kv, const int32_t* tokens, float scale, uint16_t* out, float* part_out,
                      float* part_ml, unsigned* arrivals) {
-  // Each warp keeps up to three of its tiles in flight, as many as the longest split it expects gives it. For head
-  // dim 128 (8 KB tiles, 96 KB of rings for three) the third slot pays only when few tokens split long contexts
-  // (qwen3-0.6b, one sequence of 32,768 tokens: 44 against 51 µs a layer with two); with one split per token the
-  // batch fills the GPU, and a third block per SM matters more (1,024 sequences of 192 tokens: 242 against 327 µs) —
-  // unless the grid is under two waves, where launch_group deepens the ring.
-  // Decode graphs pass max_model_len here, so the choice cannot depend on the contexts a replay meets.
-  const int longest = longest_split(splits, max_seq_len, kHeadDim);
-  const int max_stages = kHeadDim == 64 || (splits > 1 && longest >= 512) ? kMmaMaxStages : 2;
-  const int stages = max(1, min(max_stages, (longest + kMmaKeys * kWarps - 1) / (kMmaKeys * kWarps)));
   const auto go = [&](auto g) {
-    launch_group<kHeadDim, decltype(g)::value>(grid, stages, max_seq_len, s, q, heads, kv, tokens, scale, splits, out,
-                                               part_out, part_ml, arrivals);
+    launch_group<kHeadDim, decltype(g)::value>(grid, max_seq_len, s, q, heads, kv, tokens, scale, splits, out, part_out,
+                                               part_ml, arrivals);
   };
   switch (group) {
     case 8:
