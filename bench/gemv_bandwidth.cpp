@@ -6,7 +6,8 @@
 // {"model", "matrix", "weights", "kernel", "m", "rows", "k", "us", "gb_per_s"} where bytes are the weight bytes read
 // (int8: values and scales), weights is "bf16" or "int8" and kernel "gemv" (SIMT) or "mma" (tensor cores, int8).
 // Usage: photon_gemv_bandwidth [M ...] [--only TEXT]   (activation rows, 1..16, default 1; the SIMT kernels stop at
-// 8; --only keeps the rows whose "model matrix weights kernel", e.g. "llama-3.2-1b o int8 mma", contains TEXT)
+// 8, the tensor-core kernel starts at 2; --only keeps the rows whose "model matrix weights kernel", e.g. "llama-3.2-1b
+// o int8 mma", contains TEXT)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   const std::vector<int>& ms = args.rows;
   const std::string& only = args.only;
   for (int m : ms) {
-    if (!photon::cuda::w8a16_mma_supported(m, 64, 64, 64)) {
+    if (m < 1 || m > 16) {
       std::fprintf(stderr, "M = %d is outside the kernels' range (1..16)\n", m);
       return 1;
     }
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
     for (const int variant : {0, 1, 2})  // bf16 GEMV, int8 GEMV, int8 tensor-core kernel
       for (const Shape& s : kShapes) {
         const bool int8 = variant > 0, mma = variant == 2;
-        if (!mma && !photon::cuda::gemv_supported(m, s.k, s.k)) continue;
+        if (mma ? !photon::cuda::w8a16_mma_supported(m, s.k, s.k, kGroup) : !photon::cuda::gemv_supported(m, s.k, s.k))
+          continue;
         const std::string label =
             std::string(s.model) + " " + s.matrix + (int8 ? " int8" : " bf16") + (mma ? " mma" : " gemv");
         if (label.find(only) == std::string::npos) continue;

@@ -187,8 +187,10 @@ TEST_CASE("CUDA norms and residual adds fused into the GEMVs equal the separate 
   REQUIRE_GPU(b);
   std::mt19937 rng(31);
   const float eps = 1e-5f;
-  // bf16 weights fuse at 1 to 8 rows, int8 at one row (where the SIMT GEMV serves the matrix: not 1 x 9000 SwiGLU,
-  // which the tensor-core kernel takes); 12 rows, K = 8200 (> 8192) and int8 at 3 rows compose the plain operations.
+  // bf16 weights fuse at 1 to 8 rows, int8 at one row (in integers, the row staged where a block has several thread
+  // groups, K < 4096, or quantised by each thread, K = 4096: 1 x 600 in groups of 256 threads, 1 x 2048 in groups
+  // of 128, as at 4,096 weight rows and more); 12 rows, K = 8200 (> 8192), int8 at 3 rows and the 1 x 9000 SwiGLU
+  // (a grid of more than one wave) compose the plain operations.
   for (auto [m, k, n, group] : {std::tuple{1, 2048, 300, 0},
                                 {3, 1024, 77, 0},
                                 {8, 4104, 40, 0},
@@ -196,6 +198,9 @@ TEST_CASE("CUDA norms and residual adds fused into the GEMVs equal the separate 
                                 {1, 8200, 24, 0},
                                 {1, 1024, 504, 64},
                                 {1, 2048, 96, 128},
+                                {1, 2048, 1104, 128},
+                                {1, 4096, 600, 64},
+                                {1, 4096, 2048, 128},
                                 {3, 512, 72, 64},
                                 {1, 256, 9000, 64}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
@@ -269,9 +274,9 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   std::mt19937 rng(23);
   // 2 to 16 rows with k and the group multiples of 64 take the tensor-core kernel (on the H200's 132 SMs these shapes
   // give each of its block shapes, two tiles and 16 warps, four tiles and 8 or 4 warps, for the linear and the SwiGLU
-  // form; rows 8..15 when m > 8), and so does one row of an LM-head-sized matrix or a wide SwiGLU (1 x 18000 and
-  // 1 x 26000 outputs, SwiGLU 1 x 9000 and 1 x 13000, with the activations staged); one row and other shapes of up
-  // to 8 rows take the SIMT GEMV, larger M
+  // form; rows 8..15 when m > 8); one row and other shapes of up to 8 rows take the SIMT GEMV, which dots one row in
+  // integers, the row staged where a block has several thread groups (K < 4096) or quantised by each thread (K = 4096
+  // and 16512; 1 x 4200 outputs and SwiGLU 1 x 2100 in groups of 128 threads), and widens more rows to f32; larger M
   // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group,
   // and output counts that are not multiples of the 8-row tiles.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
@@ -283,8 +288,10 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
                                 {16, 320, 2500, 128},
                                 {2, 128, 13001, 64},
                                 {4, 128, 3000, 64},
-                                {1, 64, 9000, 64},
-                                {1, 128, 13000, 64},
+                                {1, 256, 9000, 64},
+                                {1, 4096, 600, 64},
+                                {1, 4096, 2100, 64},
+                                {1, 16512, 160, 128},
                                 {12, 192, 6500, 64},
                                 {17, 96, 300, 32},
                                 {130, 256, 64, 128}}) {
@@ -849,6 +856,13 @@ TEST_CASE("the CUDA engine's int8 weights track the CPU's ideal int8 within bf16
       const double mean = mean_abs_diff(gpu, cpu);
       WARN(name << " int8 group " << group << ": mean |delta logprob| CUDA vs CPU = " << mean);
       CHECK(mean < 0.05);  // the bf16-vs-float32 bound of the test above
+      // One token a step: every matmul then has one activation row, as in decode (the GEMV's integer form).
+      c.max_num_batched_tokens = 1;
+      const auto one_row = engine_prompt_logprobs(c, prompt);
+      const double one_row_mean = mean_abs_diff(one_row, cpu);
+      WARN(name << " int8 group " << group
+                << ", one token a step: mean |delta logprob| CUDA vs CPU = " << one_row_mean);
+      CHECK(one_row_mean < 0.05);
     }
   }
 }

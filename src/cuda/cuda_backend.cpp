@@ -339,11 +339,10 @@ class CudaBackend final : public Backend {
   }
 
   // out[M, n] = x[M, K] * w^T for decode-sized M, SwiGLU-gated when swiglu (n = the intermediate size), with
-  // fusion's norm or residual add. int8 weights take the tensor-core W8A16 kernel for 2 to 16 rows (and one row of an
-  // LM-head-sized matrix) where its shape rules allow, else the SIMT GEMV (up to 8 rows; at one row it streams the
-  // projections faster, docs/performance.md); bf16 weights the SIMT GEMV. Only the GEMV fuses, and the norm only
-  // where gemv takes it. False, with nothing launched, when no kernel serves the shape and fusion: the caller runs
-  // cuBLASLt or composes the plain operations.
+  // fusion's norm or residual add. int8 weights take the tensor-core W8A16 kernel for 2 to 16 rows where its shape
+  // rules allow, else the SIMT GEMV (up to 8 rows; one row always: there its integer dot products are the faster);
+  // bf16 weights the SIMT GEMV. Only the GEMV fuses, and the norm only where gemv takes it. False, with nothing
+  // launched, when no kernel serves the shape and fusion: the caller runs cuBLASLt or composes the plain operations.
   bool skinny(const Tensor& x, const Weight& w, int64_t n, void* out, bool out_f32, bool swiglu,
               const cuda::GemvFusion& fusion = {}) {
     const int m = to_int(x.size(0)), k = to_int(x.size(1)), cols = to_int(n);
@@ -352,7 +351,7 @@ class CudaBackend final : public Backend {
     auto* out16 = static_cast<uint16_t*>(out);
     if (w.quantized()) {
       const int group = to_int(w.group_size);
-      if (cuda::w8a16_mma_preferred(m, cols, swiglu) && cuda::w8a16_mma_supported(m, k, ldx, group)) {
+      if (cuda::w8a16_mma_supported(m, k, ldx, group)) {
         if (fusion.norm != nullptr || fusion.accumulate) return false;
         if (swiglu) {
           cuda::w8a16_mma_swiglu(bf16(x), m, ldx, int8(w), cols, k, out16, stream_);

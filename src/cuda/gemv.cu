@@ -11,8 +11,10 @@
 //   silu(gate) * up, so the gated MLP's first half is one kernel.
 // Weights are read with the streaming cache hint: they are used once per step and should not evict activations.
 // Group-wise int8 weights (W8A16) take the same path with 16 weights per 16-byte load: each vector lies in one group
-// (groups are multiples of 16), is widened to f32 in registers, dotted with 16 activations and scaled once by its
-// group's scale.
+// (groups are multiples of 16), is dotted with 16 activations and scaled once by its group's scale. Widened to f32,
+// a weight costs a permute, a subtraction and a multiply-add, which holds one activation row below the bandwidth; so
+// one row is quantised to int16 per 16 activations instead (high and low bytes), and 16 weights are
+// dotted in integers by eight dp4a (Dot, run_int8).
 // Fused at decode sizes (GemvFusion), so that a layer's norms cost no launches of their own: the RMSNorm of the
 // activation rows runs in the prologue (each block sums the squares of the rows, as the norm kernel's block would,
 // and normalises each activation vector as it loads it), and the residual add in the epilogue.
@@ -58,7 +60,61 @@ __device__ __forceinline__ float dot16_i8(const uint4& w, const uint4& x0, const
   return lo + hi;
 }
 
+// One row of activations for the integer form of the int8 dot product: 16 activations quantised to int16 with one
+// scale (max |x| / 32767, so that the error is at most max |x| / 65534, far below bf16's own rounding), split into
+// the signed high bytes and the unsigned low bytes (q = 256 hi + lo).
+struct Quantised16 {
+  uint4 hi, lo;
+};
+
+__device__ __forceinline__ float quantise16(const uint4& x0, const uint4& x1, Quantised16& q) {
+  float f0[8], f1[8], f[16];
+  unpack8(x0, f0);
+  unpack8(x1, f1);
+  float m = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = f0[e], f[8 + e] = f1[e];
+#pragma unroll
+  for (int e = 0; e < 16; ++e) m = fmaxf(m, fabsf(f[e]));
+  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
+  uint32_t hi[4], lo[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    int v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = __float2int_rn(f[4 * j + e] * inv);
+    // Bytes 1 (high) and 0 (low) of each two's-complement value, four values to a word.
+    hi[j] = __byte_perm(__byte_perm(v[0], v[1], 0x0051), __byte_perm(v[2], v[3], 0x0051), 0x5410);
+    lo[j] = __byte_perm(__byte_perm(v[0], v[1], 0x0040), __byte_perm(v[2], v[3], 0x0040), 0x5410);
+  }
+  q.hi = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  q.lo = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  return m / 32767.0f;
+}
+
+// 16 int8 weights (one 16-byte load) dotted with 16 quantised activations, exactly, in integers: four dp4a over the
+// high bytes (signed x signed), four over the low bytes (signed x unsigned). |sum| < 2^31 for any 16 products.
+__device__ __forceinline__ int dot16_i8_int(const uint4& w, const Quantised16& q) {
+  const uint32_t ws[4] = {w.x, w.y, w.z, w.w}, hs[4] = {q.hi.x, q.hi.y, q.hi.z, q.hi.w},
+                 ls[4] = {q.lo.x, q.lo.y, q.lo.z, q.lo.w};
+  int hi = 0, lo = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    hi = __dp4a(static_cast<int>(ws[e]), static_cast<int>(hs[e]), hi);
+    asm("dp4a.s32.u32 %0, %1, %2, %0;" : "+r"(lo) : "r"(ws[e]), "r"(ls[e]));
+  }
+  return hi * 256 + lo;
+}
+
 __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
+
+// How a kernel forms its dot products. bf16 weights: in f32. int8 weights: widened to f32 (kInt8, 2 to 8
+// activation rows) or, for one activation row, in integers (dot16_i8_int) against the row quantised per 16
+// activations (quantise16): once per block into shared memory, which the block's thread groups share (kInt8Staged,
+// short rows: a thread reads few vectors, so the block has many groups), or by each thread for the vectors it reads
+// (kInt8Own, long rows: one or two groups a block, so little work repeats, and no barrier and no shared-memory round
+// trip).
+enum class Dot { kBf16, kInt8, kInt8Staged, kInt8Own };
 
 // Where a kernel's weights are: bf16 values, or int8 values with f32 scales per group of `group` columns.
 struct GemvWeights {
@@ -130,20 +186,28 @@ __device__ __forceinline__ uint4 normalised8(const uint4& x, const float* w, flo
 // The least blocks per SM the compiler must leave room for (0: no bound, its own register choice). A one-row bf16
 // kernel with the norm prologue is held to three: without the bound the prologue's registers leave room for two,
 // and the 1B model's q/k/v matrix (384 blocks of 8 rows) would run in a second wave.
-template <int M, bool kInt8, bool kNorm>
-constexpr int kMinBlocks = kNorm && !kInt8 && M == 1 ? 3 : 0;
+template <int M, Dot kDot, bool kNorm>
+constexpr int kMinBlocks = kNorm&& kDot == Dot::kBf16&& M == 1 ? 3 : 0;
 
-template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
-__global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
+// Shared memory a staged row takes per vector of 16 activations: its high and low bytes and its scale.
+constexpr size_t kStagedBytesPerVec = 2 * sizeof(uint4) + sizeof(float);
+
+template <int M, int kRows, bool kSwiglu, Dot kDot, bool kNorm>
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kDot, kNorm>))
     gemv_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, GemvWeights wt, int n, int k, int group_threads,
                 const float* __restrict__ norm, float eps, void* __restrict__ out, Store store) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;  // output columns per group
-  constexpr int kPerVec = kInt8 ? 16 : 8;            // weights per 16-byte load
+  constexpr bool kInt8 = kDot != Dot::kBf16;
+  constexpr bool kStaged = kDot == Dot::kInt8Staged, kOwn = kDot == Dot::kInt8Own;
+  static_assert(M == 1 || !(kStaged || kOwn), "the integer dot products take one activation row");
+  constexpr int kPerVec = kInt8 ? 16 : 8;  // weights per 16-byte load
   __shared__ float partial[kThreads / 32][M * kRows];
+  extern __shared__ Quantised16 staged[];  // kStaged: the row's k / 16 quantised vectors, then their scales
   const int groups = kThreads / group_threads;
   const int group = threadIdx.x / group_threads, tid = threadIdx.x % group_threads;
   const int first = (blockIdx.x * groups + group) * kOut;
   const int vecs = k / kPerVec;
+  auto* const staged_scale = reinterpret_cast<float*>(staged + vecs);  // kStaged: the row's scales
 
   const uint4* rows[kRows];
   const float* row_scales[kRows];
@@ -177,7 +241,18 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
                               float(&acc)[M][kRows]) {
 #pragma unroll
     for (int i = 0; i < M; ++i) {
-      if constexpr (kInt8) {
+      if constexpr (kStaged || kOwn) {
+        Quantised16 q;
+        float sx;
+        if constexpr (kStaged) {
+          q = staged[v], sx = staged_scale[v];
+        } else {
+          sx = quantise16(x_vec(0, 2 * v, nw), x_vec(0, 2 * v + 1, nw + (kNorm ? 8 : 0)), q);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          acc[i][r] = fmaf(scale[r] * sx, static_cast<float>(dot16_i8_int(w[r], q)), acc[i][r]);
+      } else if constexpr (kInt8) {
         const uint4 x0 = x_vec(i, 2 * v, nw), x1 = x_vec(i, 2 * v + 1, nw + (kNorm ? 8 : 0));
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[i][r] = fmaf(scale[r], dot16_i8(w[r], x0, x1), acc[i][r]);
@@ -209,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
 #pragma unroll
     for (int r = 0; r < kRows; ++r) first_w[r] = __ldcs(rows[r] + tid);
     load_scales(tid, first_scale);
-    load_norm(tid, first_norm);
+    if constexpr (!kStaged) load_norm(tid, first_norm);
   }
   pdl_begin();
   // The thread that stores output (i, r) when adding to it reads what is there now, so that the read's latency
@@ -219,6 +294,14 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
   float prior = 0.0f;
   if (store == Store::kAddBf16 && stores()) prior = bf2f(static_cast<const uint16_t*>(out)[out_index()]);
   if constexpr (kNorm) rows_inv_rms<M>(x, m, ldx, k, eps, inv_rms);
+  if constexpr (kStaged) {
+    for (int v = threadIdx.x; v < vecs; v += kThreads) {
+      float nw[kNormed];
+      load_norm(v, nw);
+      staged_scale[v] = quantise16(x_vec(0, 2 * v, nw), x_vec(0, 2 * v + 1, nw + (kNorm ? 8 : 0)), staged[v]);
+    }
+    __syncthreads();
+  }
 
   float acc[M][kRows];
 #pragma unroll
@@ -234,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<M, kInt8, kNorm>))
 #pragma unroll
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(rows[r] + v);
     load_scales(v, scale);
-    load_norm(v, nw);
+    if constexpr (!kStaged) load_norm(v, nw);
     accumulate(wv, scale, nw, v, acc);
   }
 
@@ -281,49 +364,71 @@ struct GemvCall {
   Store store;
 };
 
-template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
+// Threads per group for rows of `vecs` 16-byte weight vectors: vecs rounded down to a power of two, 32..kThreads.
+int threads_per_group(int vecs) {
+  int threads = 32;
+  while (threads < kThreads && threads * 2 <= vecs) threads *= 2;
+  return threads;
+}
+
+// One int8 row of k weights is quantised by each thread for itself where the weight rows are at least this long
+// (a group of kThreads threads reads a vector each per pass), else staged once per block for its several groups.
+constexpr int kOwnMinK = 16 * kThreads;
+
+// The own form's groups: 128 threads (two to a block, each thread with twice the passes) on matrices of at least
+// 4,096 rows, where that streamed every Llama-3.1-8B projection 8-24% faster on the H200 (the 8B model's o 6.66 ->
+// 5.14 us, down 16.94 -> 14.54; 64 threads lost again); smaller ones keep one group of 256 (the 1B model's down,
+// 2,048 rows: 5.30 us, against 5.89 with 128). docs/performance.md, 2026-12-04.
+constexpr int kOwnNarrowMinRows = 4096;
+constexpr int kOwnNarrowThreads = 128;
+
+// The most shared memory a staged row takes (k < kOwnMinK).
+constexpr size_t kMaxStagedBytes = (kOwnMinK / 16 - 1) * kStagedBytesPerVec;
+
+template <int M, int kRows, bool kSwiglu, Dot kDot, bool kNorm>
 void launch_rows(const GemvCall& c, const GemvWeights& w, int group_threads, cudaStream_t s) {
   constexpr int kOut = kSwiglu ? kRows / 2 : kRows;
   const int per_block = kThreads / group_threads * kOut;
   const int blocks = (c.n + per_block - 1) / per_block;
-  launch(gemv_kernel<M, kRows, kSwiglu, kInt8, kNorm>, blocks, kThreads, 0, s, c.x, c.m, c.ldx, w, c.n, c.k,
+  const size_t smem = kDot == Dot::kInt8Staged ? static_cast<size_t>(c.k / 16) * kStagedBytesPerVec : 0;
+  launch(gemv_kernel<M, kRows, kSwiglu, kDot, kNorm>, blocks, kThreads, smem, s, c.x, c.m, c.ldx, w, c.n, c.k,
          group_threads, c.norm, c.eps, c.out, c.store);
 }
 
-// Blocks of this instantiation the GPU holds at once (all SMs).
-template <int M, int kRows, bool kSwiglu, bool kInt8, bool kNorm>
+// Blocks of this instantiation the GPU holds at once (all SMs; a staged row counted at its largest).
+template <int M, int kRows, bool kSwiglu, Dot kDot, bool kNorm>
 int resident_blocks() {
   static const int blocks = [] {
     int per_sm = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu, kInt8, kNorm>, kThreads, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kRows, kSwiglu, kDot, kNorm>, kThreads,
+                                                  kDot == Dot::kInt8Staged ? kMaxStagedBytes : 0);
     return std::max(per_sm, 1) * sm_count();
   }();
   return blocks;
 }
 
-// How a shape is launched: the threads per group (K / 8 rounded down to a power of two, 32..256) and the rows per
-// group. A matrix that fits in one wave of resident blocks with some choice takes the one with the most blocks that
-// still does (spread over every SM; every block issues its first loads before the PDL wait, which blocks of a second
-// wave cannot). Larger matrices take the most rows (deepest load pipelines) that still give the grid at least four
-// blocks per SM.
+// How a shape is launched: the threads per group (K / 8, int8 K / 16, rounded down to a power of two, 32..256; the
+// own form's as kOwnNarrowThreads says) and the rows per group. A matrix that fits in one wave of resident blocks with
+// some choice takes the one with the most blocks that still does (spread over every SM; every block issues its first
+// loads before the PDL wait, which blocks of a second wave cannot). Larger matrices take the most rows (deepest load
+// pipelines) that still give the grid at least four blocks per SM.
 struct Plan {
   int group_threads;
   int rows;
   bool one_wave;
 };
 
-template <int M, bool kSwiglu, bool kInt8, bool kNorm, int... kChoices>
+template <int M, bool kSwiglu, Dot kDot, bool kNorm, int... kChoices>
 Plan plan(int n, int k) {
-  const int vecs = k / (kInt8 ? 16 : 8);
-  Plan p{32, 0, false};
-  while (p.group_threads < kThreads && p.group_threads * 2 <= vecs) p.group_threads *= 2;
+  Plan p{threads_per_group(k / (kDot == Dot::kBf16 ? 8 : 16)), 0, false};
+  if (kDot == Dot::kInt8Own && n * (kSwiglu ? 2 : 1) >= kOwnNarrowMinRows) p.group_threads = kOwnNarrowThreads;
   const int groups = kThreads / p.group_threads;
   const auto blocks_for = [&](int rows) {
     const int out_rows = kSwiglu ? rows / 2 : rows;
     return (n + groups * out_rows - 1) / (groups * out_rows);
   };
   // kChoices run largest first: the last one that fits in one wave has the most blocks.
-  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu, kInt8, kNorm>() ? p.rows = kChoices : 0), ...);
+  ((blocks_for(kChoices) <= resident_blocks<M, kChoices, kSwiglu, kDot, kNorm>() ? p.rows = kChoices : 0), ...);
   p.one_wave = p.rows != 0;
   if (!p.one_wave) {
     const int want_blocks = 4 * sm_count();
@@ -338,44 +443,64 @@ Plan plan(int n, int k) {
 // compiled for (largest first). One table (for_bucket) serves the plan and the launch, so they cannot disagree.
 template <int M, int... kChoices>
 struct Bucket {
-  template <bool kSwiglu, bool kInt8, bool kNorm>
+  template <bool kSwiglu, Dot kDot, bool kNorm>
   static Plan plan_for(int n, int k) {
-    return plan<M, kSwiglu, kInt8, kNorm, kChoices...>(n, k);
+    return plan<M, kSwiglu, kDot, kNorm, kChoices...>(n, k);
   }
-  template <bool kSwiglu, bool kInt8, bool kNorm>
+  template <bool kSwiglu, Dot kDot, bool kNorm>
   static void launch(const Plan& p, const GemvCall& c, const GemvWeights& w, cudaStream_t s) {
-    ((p.rows == kChoices ? launch_rows<M, kChoices, kSwiglu, kInt8, kNorm>(c, w, p.group_threads, s) : void()), ...);
+    ((p.rows == kChoices ? launch_rows<M, kChoices, kSwiglu, kDot, kNorm>(c, w, p.group_threads, s) : void()), ...);
   }
 };
 
-// f(Bucket<M, choices...>{}) for the bucket of m (1 to 8) activation rows.
-template <typename F>
+// f(Bucket<M, choices...>{}) for the bucket of m (1 to 8) activation rows; int8 weights take one row in integers
+// (the integer forms' only bucket) and more rows widened to f32.
+template <Dot kDot, typename F>
 decltype(auto) for_bucket(int m, F&& f) {
-  if (m == 1) return f(Bucket<1, 8, 4, 2>{});
-  if (m == 2) return f(Bucket<2, 8, 4, 2>{});
-  if (m <= 4) return f(Bucket<4, 4, 2>{});
-  return f(Bucket<8, 2>{});
+  if constexpr (kDot == Dot::kInt8Staged || kDot == Dot::kInt8Own) {
+    return f(Bucket<1, 8, 4, 2>{});
+  } else {
+    if constexpr (kDot == Dot::kBf16) {
+      if (m == 1) return f(Bucket<1, 8, 4, 2>{});
+    }
+    if (m <= 2) return f(Bucket<2, 8, 4, 2>{});
+    if (m <= 4) return f(Bucket<4, 4, 2>{});
+    return f(Bucket<8, 2>{});
+  }
 }
 
 // Plans and launches; with a norm, only where the norm may be fused (K <= 8192 and a grid of one wave, for the
 // reason GemvFusion gives), and returns whether it launched.
-template <bool kSwiglu, bool kInt8>
+template <bool kSwiglu, Dot kDot>
 bool run(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
          const GemvFusion& f, cudaStream_t s) {
   const Store store = f.accumulate ? Store::kAddBf16 : (out_f32 ? Store::kF32 : Store::kBf16);
   const GemvCall c{x, m, ldx, n, k, f.norm, f.eps, out, store};
-  return for_bucket(m, [&](auto bucket) {
+  return for_bucket<kDot>(m, [&](auto bucket) {
     using B = decltype(bucket);
     if (f.norm == nullptr) {
-      B::template launch<kSwiglu, kInt8, false>(B::template plan_for<kSwiglu, kInt8, false>(n, k), c, w, s);
+      B::template launch<kSwiglu, kDot, false>(B::template plan_for<kSwiglu, kDot, false>(n, k), c, w, s);
       return true;
     }
     if (k > 8192) return false;
-    const Plan p = B::template plan_for<kSwiglu, kInt8, true>(n, k);
+    const Plan p = B::template plan_for<kSwiglu, kDot, true>(n, k);
     if (!p.one_wave) return false;
-    B::template launch<kSwiglu, kInt8, true>(p, c, w, s);
+    B::template launch<kSwiglu, kDot, true>(p, c, w, s);
     return true;
   });
+}
+
+// run for int8 weights: one activation row in integers (staged for rows shorter than kOwnMinK, else each thread
+// quantising its own vectors), more rows widened to f32. Measured on the H200 (docs/performance.md,
+// 2026-12-04): the integer form streams the large matrices up to 29% faster (the 8B model's gate/up 41.2 -> 32.0 us)
+// and, in the engine, wins at every size; the widened form is faster on a few small matrices run alone (the 1B
+// model's o 2.47 against 2.59 us) but in decode, where their norm is fused, it lost 3% of Qwen3-0.6B's speed.
+template <bool kSwiglu>
+bool run_int8(const uint16_t* x, int m, int64_t ldx, const GemvWeights& w, int n, int k, void* out, bool out_f32,
+              const GemvFusion& f, cudaStream_t s) {
+  if (m != 1) return run<kSwiglu, Dot::kInt8>(x, m, ldx, w, n, k, out, out_f32, f, s);
+  if (k >= kOwnMinK) return run<kSwiglu, Dot::kInt8Own>(x, m, ldx, w, n, k, out, out_f32, f, s);
+  return run<kSwiglu, Dot::kInt8Staged>(x, m, ldx, w, n, k, out, out_f32, f, s);
 }
 
 GemvWeights int8_weights(const Int8Weights& w) {
@@ -394,22 +519,22 @@ bool gemv_int8_supported(int m, int k, int64_t ldx, int group) {
 
 bool gemv(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int n, int k, void* out, bool out_f32,
           cudaStream_t s, const GemvFusion& f) {
-  return run<false, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, f, s);
+  return run<false, Dot::kBf16>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, n, k, out, out_f32, f, s);
 }
 
 bool gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int inter, int k, uint16_t* out,
                  cudaStream_t s, const GemvFusion& f) {
-  return run<true, false>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, f, s);
+  return run<true, Dot::kBf16>(x, m, ldx, GemvWeights{w, nullptr, 0, 0, 0}, inter, k, out, false, f, s);
 }
 
 bool gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
                cudaStream_t s, const GemvFusion& f) {
-  return run<false, true>(x, m, ldx, int8_weights(w), n, k, out, out_f32, f, s);
+  return run_int8<false>(x, m, ldx, int8_weights(w), n, k, out, out_f32, f, s);
 }
 
 bool gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s, const GemvFusion& f) {
-  return run<true, true>(x, m, ldx, int8_weights(w), inter, k, out, false, f, s);
+  return run_int8<true>(x, m, ldx, int8_weights(w), inter, k, out, false, f, s);
 }
 
 }  // namespace photon::cuda

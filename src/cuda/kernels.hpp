@@ -86,16 +86,16 @@ bool gemv_swiglu(const uint16_t* x, int m, int64_t ldx, const uint16_t* w, int i
 /// Whether gemv_int8 handles this shape (1 to 8 rows, K a multiple of 16, the group a multiple of 16).
 bool gemv_int8_supported(int m, int k, int64_t ldx, int group);
 /// gemv and gemv_swiglu over int8 weights (W8A16): bf16 activations, f32 accumulation, the group's scale applied to
-/// each 16-weight partial sum. Same return as gemv.
+/// each 16-weight partial sum. For one activation row the partial sums are exact integer sums
+/// against the row quantised to int16 per 16 activations (relative error <= 1 / 65,534 of each 16's largest value,
+/// far below bf16's rounding of the result). Same return as gemv.
 bool gemv_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
                cudaStream_t s, const GemvFusion& fusion = {});
 bool gemv_swiglu_int8(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int inter, int k, uint16_t* out,
                       cudaStream_t s, const GemvFusion& fusion = {});
-/// Whether w8a16_mma handles this shape: 1 to 16 rows, K and the group multiples of 64, the row stride of 8.
+/// Whether w8a16_mma handles this shape: 2 to 16 rows, K and the group multiples of 64, the row stride of 8. (One
+/// row is gemv_int8's: its integer dot products stream every matrix faster; docs/performance.md, 2026-12-04.)
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group);
-/// Whether w8a16_mma is the faster of the two int8 kernels for m rows of n output columns (SwiGLU: n = the
-/// intermediate size): from 2 rows on, and at one row for LM-head-sized matrices (measured on the H200).
-bool w8a16_mma_preferred(int m, int n, bool swiglu);
 /// gemv_int8 and gemv_swiglu_int8 on the tensor cores (w8a16_mma.cu): the same sums (each 64-column step's f32
 /// partial scaled by its group's scale) for up to 16 activation rows, at a cost per weight that does not grow with M.
 void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,

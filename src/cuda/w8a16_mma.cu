@@ -1,4 +1,4 @@
-// Tensor-core W8A16 matmul for decode and small batches (1 to 16 rows of bf16 activations, group-wise int8 weights):
+// Tensor-core W8A16 matmul for decode and small batches (2 to 16 rows of bf16 activations, group-wise int8 weights):
 // out[m, n] = sum_g scale[n, g] * sum_{k in g} x[m, k] * q[n, k], f32 accumulation.
 //
 // The SIMT GEMV (gemv.cu) spends a multiply-add per weight and activation row on top of widening each byte; here the
@@ -17,10 +17,8 @@
 //   the group's scale once, in f32, exactly as the ideal dequantized product rounds;
 // - the weights go global -> shared memory with cp.async through a 4-stage ring per warp; each lane reads back only
 //   what it copied, so no block barrier is needed in the loop, and three steps of weights per warp are in flight
-//   without holding registers. One row of activations is staged in shared memory as fp16 once per block (after
-//   the PDL wait), so a step waits only on its weights; more rows load into registers one step ahead. The first
-//   stages' weights and all of the block's scales (into shared memory) load before the PDL wait (weights are
-//   constant);
+//   without holding registers. The activations load into registers one step ahead. The first stages' weights and
+//   all of the block's scales (into shared memory) load before the PDL wait (weights are constant);
 // - the warps of a block split k (warp w takes steps w, w + W, ...), so each block's tiles stream with all its warps,
 //   and their sums meet in shared memory. The SwiGLU form takes gate tiles and the matching up tiles of the stacked
 //   [gate; up] matrix in one block and writes silu(gate) * up. The block shape (tiles, warps) follows the matrix's
@@ -80,18 +78,15 @@ __device__ __forceinline__ float bf16_round(float v) { return bf2f(f2bf(v)); }
 __host__ __device__ constexpr int align4(int n) { return (n + 3) & ~3; }
 
 // kTiles: 8-row weight tiles per block (for SwiGLU, kTiles / 2 gate tiles and their up tiles); kUpper: activation
-// rows 8..15 are present (m > 8); kStagedX: the one row of activations (m = 1) is staged in shared memory as fp16
-// once per block (stage_x), else each step loads its own from global memory one step ahead.
-template <int kTiles, int kWarps, bool kSwiglu, bool kUpper, bool kStagedX>
+// rows 8..15 are present (m > 8).
+template <int kTiles, int kWarps, bool kSwiglu, bool kUpper>
 __global__ void __launch_bounds__(32 * kWarps)
     w8a16_kernel(const uint16_t* __restrict__ x, int m, int64_t ldx, Int8Weights wt, int n, int k,
                  void* __restrict__ out, bool out_f32) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;  // tiles of output columns
   constexpr int kRowsM = kUpper ? 16 : 8;
-  static_assert(!(kStagedX && kUpper), "only one row of activations is staged");
   __shared__ float partial[kWarps][kTiles][kRowsM][8];
-  // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, the block's scales, then
-  // (kStagedX) the activations.
+  // Dynamic shared memory: the weight ring [kWarps][kStages][kTiles][32] of 16-byte slots, then the block's scales.
   extern __shared__ uint4 dynamic_smem[];
   using Ring = uint4[kStages][kTiles][32];
   Ring* ring = reinterpret_cast<Ring*>(dynamic_smem);
@@ -127,8 +122,6 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
       for (int j = 0; j < 2; ++j) sc[i][j] = block_scales[(i * 8 + 2 * t + j) * stride + g];
   };
-  // The staged row of activations as fp16 pairs.
-  uint32_t* xs = reinterpret_cast<uint32_t*>(block_scales + align4(kTiles * 8 * stride));
   // Activation rows r and r + 8 from column 16t; rows at or past m are zeros.
   const uint16_t* x_lo = x + static_cast<int64_t>(min(r, m - 1)) * ldx + 16 * t;
   const uint16_t* x_hi = x + static_cast<int64_t>(min(r + 8, m - 1)) * ldx + 16 * t;
@@ -161,28 +154,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int it = 0; it < kStages - 1; ++it) issue(it);
   pdl_begin();
   uint4 xl[2], xh[2];
-  if constexpr (kStagedX) {
-    // Four 16-byte loads in flight per thread before any is converted and stored.
-    constexpr int kBatch = 4, kThreads = 32 * kWarps;
-    const int vecs = k / 8;
-    for (int base = threadIdx.x; base < vecs; base += kBatch * kThreads) {
-      uint4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (base + j * kThreads < vecs) v[j] = *reinterpret_cast<const uint4*>(x + (base + j * kThreads) * 8);
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (base + j * kThreads < vecs) {
-          *reinterpret_cast<uint4*>(xs + (base + j * kThreads) * 4) = make_uint4(
-              bf16x2_to_f16x2(v[j].x), bf16x2_to_f16x2(v[j].y), bf16x2_to_f16x2(v[j].z), bf16x2_to_f16x2(v[j].w));
-        }
-      }
-    }
-  } else {
-    if (warp < steps) load_x(warp, xl, xh);
-  }
-  __syncthreads();  // the block's scales (and staged activations) are in shared memory
+  if (warp < steps) load_x(warp, xl, xh);
+  __syncthreads();  // the block's scales are in shared memory
   float sc[kTiles][2];
   if (warp < steps) load_scales(warp, sc);
 
@@ -201,31 +174,18 @@ __global__ void __launch_bounds__(32 * kWarps)
     float nsc[kTiles][2];
     const bool more = s + kWarps < steps;
     if (more) {
-      if constexpr (!kStagedX) load_x(s + kWarps, nxl, nxh);
+      load_x(s + kWarps, nxl, nxh);
       load_scales(s + kWarps, nsc);
     }
     cp_async_wait<kStages - 1>();
 
     uint32_t al[8], ah[8];
-    if constexpr (kStagedX) {
-      // Lane (0, t)'s 16 columns of step s: 8 words from column 64 s + 16 t; the other rows' lanes hold zeros.
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-      if (has_lo) {
-        const uint32_t* src = xs + s * (kStep / 2) + 8 * t;
-        lo = *reinterpret_cast<const uint4*>(src);
-        hi = *reinterpret_cast<const uint4*>(src + 4);
-      }
-      al[0] = lo.x, al[1] = lo.y, al[2] = lo.z, al[3] = lo.w, al[4] = hi.x, al[5] = hi.y, al[6] = hi.z, al[7] = hi.w;
+    const uint32_t xlw[8] = {xl[0].x, xl[0].y, xl[0].z, xl[0].w, xl[1].x, xl[1].y, xl[1].z, xl[1].w};
+    const uint32_t xhw[8] = {xh[0].x, xh[0].y, xh[0].z, xh[0].w, xh[1].x, xh[1].y, xh[1].z, xh[1].w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) ah[e] = 0u;
-    } else {
-      const uint32_t xlw[8] = {xl[0].x, xl[0].y, xl[0].z, xl[0].w, xl[1].x, xl[1].y, xl[1].z, xl[1].w};
-      const uint32_t xhw[8] = {xh[0].x, xh[0].y, xh[0].z, xh[0].w, xh[1].x, xh[1].y, xh[1].z, xh[1].w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        al[e] = bf16x2_to_f16x2(xlw[e]);
-        ah[e] = kUpper ? bf16x2_to_f16x2(xhw[e]) : 0u;
-      }
+    for (int e = 0; e < 8; ++e) {
+      al[e] = bf16x2_to_f16x2(xlw[e]);
+      ah[e] = kUpper ? bf16x2_to_f16x2(xhw[e]) : 0u;
     }
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) {
@@ -243,7 +203,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
     if (more) {
-      if constexpr (!kStagedX) xl[0] = nxl[0], xl[1] = nxl[1], xh[0] = nxh[0], xh[1] = nxh[1];
+      xl[0] = nxl[0], xl[1] = nxl[1], xh[0] = nxh[0], xh[1] = nxh[1];
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) sc[i][0] = nsc[i][0], sc[i][1] = nsc[i][1];
     }
@@ -283,18 +243,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// One row of activations of at most this many bytes (fp16) is staged in shared memory once per block. Measured
-// on the H200 (docs/performance.md, 2026-12-03): at one row staging took the kernel's steps off the activations'
-// latency (8B gate_up 41.2 -> 36.7 us, the 1B LM head 75.1 -> 69.4); at 4 rows it lost on the small matrices (the 1B
-// qkv 3.9 -> 4.6 us), where the loads one step ahead hide well enough.
-constexpr int kMaxStagedX = 32 << 10;
-
-bool stage_x(int m, int k) { return m == 1 && 2 * k <= kMaxStagedX; }
-
-// Dynamic shared memory of a block: the weight ring, the block's scales (padded rows), the staged activations.
+// Dynamic shared memory of a block: the weight ring and the block's scales (padded rows).
 template <int kTiles, int kWarps>
-int smem_bytes(const Int8Weights& w, int m, int k) {
-  return kWarps * kStages * kTiles * 32 * 16 + align4(kTiles * 8 * (w.groups + 1)) * 4 + (stage_x(m, k) ? 2 * k : 0);
+int smem_bytes(const Int8Weights& w) {
+  return kWarps * kStages * kTiles * 32 * 16 + align4(kTiles * 8 * (w.groups + 1)) * 4;
 }
 
 template <int kTiles, int kWarps, bool kSwiglu>
@@ -302,19 +254,16 @@ void launch_config(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, 
                    cudaStream_t s) {
   constexpr int kOutTiles = kSwiglu ? kTiles / 2 : kTiles;
   const int blocks = (n + kOutTiles * 8 - 1) / (kOutTiles * 8);
-  const int bytes = smem_bytes<kTiles, kWarps>(w, m, k);
-  const bool staged = stage_x(m, k);
+  const int bytes = smem_bytes<kTiles, kWarps>(w);
   const auto go = [&](auto kernel) {
     // Above 48 KiB of shared memory in all needs an opt-in, per device: set it on every launch (a cheap host call).
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     launch(kernel, blocks, 32 * kWarps, static_cast<size_t>(bytes), s, x, m, ldx, w, n, k, out, out_f32);
   };
   if (m > 8) {
-    go(w8a16_kernel<kTiles, kWarps, kSwiglu, true, false>);
-  } else if (staged) {
-    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false, true>);
+    go(w8a16_kernel<kTiles, kWarps, kSwiglu, true>);
   } else {
-    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false, false>);
+    go(w8a16_kernel<kTiles, kWarps, kSwiglu, false>);
   }
 }
 
@@ -347,14 +296,7 @@ void run(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int
 }  // namespace
 
 bool w8a16_mma_supported(int m, int k, int64_t ldx, int group) {
-  return m >= 1 && m <= 16 && k % kStep == 0 && ldx % 8 == 0 && group % kStep == 0;
-}
-
-bool w8a16_mma_preferred(int m, int n, bool swiglu) {
-  // At one row (activations staged) the tensor cores win on the LM head and on SwiGLU matrices of at least 2 blocks
-  // of 16 columns per SM (the 1B and 8B MLPs); the SIMT GEMV on the rest (docs/performance.md, 2026-12-03).
-  const int blocks_of_two = (n + 15) / 16;
-  return m >= 2 || blocks_of_two >= (swiglu ? 2 : kWideBlocksPerSm) * sm_count();
+  return m >= 2 && m <= 16 && k % kStep == 0 && ldx % 8 == 0 && group % kStep == 0;
 }
 
 void w8a16_mma(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
