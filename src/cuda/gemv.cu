@@ -13,8 +13,8 @@
 // Group-wise int8 weights (W8A16) take the same path with 16 weights per 16-byte load: each vector lies in one group
 // (groups are multiples of 16), is dotted with 16 activations and scaled once by its group's scale. Widened to f32,
 // a weight costs a permute, a subtraction and a multiply-add, which holds one activation row below the bandwidth; so
-// one row is quantised to int16 per 16 activations instead (high and low bytes), and 16 weights are
-// dotted in integers by eight dp4a (Dot, run_int8).
+// one row is quantised to int16 per 16 activations instead (high and low bytes), and 16 weights are dotted in
+// integers by eight dp4a (Dot, run_int8).
 // Fused at decode sizes (GemvFusion), so that a layer's norms cost no launches of their own: the RMSNorm of the
 // activation rows runs in the prologue (each block sums the squares of the rows, as the norm kernel's block would,
 // and normalises each activation vector as it loads it), and the residual add in the epilogue.
@@ -187,7 +187,7 @@ __device__ __forceinline__ uint4 normalised8(const uint4& x, const float* w, flo
 // kernel with the norm prologue is held to three: without the bound the prologue's registers leave room for two,
 // and the 1B model's q/k/v matrix (384 blocks of 8 rows) would run in a second wave.
 template <int M, Dot kDot, bool kNorm>
-constexpr int kMinBlocks = kNorm&& kDot == Dot::kBf16&& M == 1 ? 3 : 0;
+constexpr int kMinBlocks = (kNorm && kDot == Dot::kBf16 && M == 1) ? 3 : 0;
 
 // Shared memory a staged row takes per vector of 16 activations: its high and low bytes and its scale.
 constexpr size_t kStagedBytesPerVec = 2 * sizeof(uint4) + sizeof(float);
