@@ -192,6 +192,22 @@ for l in open(sys.argv[1]):
 PY
 fi
 
+# Prompt attention alone (causal tensor-core work per second): one 8192-token chunk as 4 x 2048 and 8 x 1024 prompts
+# and as one prompt.
+if [ -z "$filter" ] || grep -qE -- "$filter" <<<"prefill-attention"; then
+  "$build/bin/photon_prefill_attention" 4x2048 8x1024 1x8192 >"$out/prefill-attention.jsonl" 2>&1
+  python3 - "$out/prefill-attention.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+print("| prompt attention | prompts x tokens | us | TFLOP/s |")
+print("| --- | --- | --- | --- |")
+for l in open(sys.argv[1]):
+    if not l.startswith("{"):
+        print(l.strip()); continue
+    r = json.loads(l)
+    print(f'| {r["model"]} | {r["seqs"]}x{r["len"]} | {r["us"]:.1f} | {r["tflops"]:.1f} |')
+PY
+fi
+
 # The tensor-parallel all-reduce alone: microseconds per call at decode message sizes, peer path vs NCCL.
 if [ "$gpus" -ge 2 ] && { [ -z "$filter" ] || grep -qE -- "$filter" <<<"all_reduce"; }; then
   timeout 120 "$build/bin/photon_all_reduce_latency" 8192 16384 65536 262144 1048576 >"$out/all_reduce.jsonl" 2>&1

@@ -499,7 +499,8 @@ TEST_CASE("CUDA norms, embedding and gathers match the CPU", "[cuda]") {
 
 TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   REQUIRE_GPU(b);
-  // Short chunks go to the decode kernel; a 100-token chunk (head_dim 64 / 128) to the tensor-core prefill kernel.
+  // Short chunks go to the decode kernel; a 300-token chunk after 120 cached tokens (head_dim 64 / 128) to the
+  // tensor-core prefill kernel: several query tiles, the last one partly empty, and key tiles across the chunk's start.
   // KV heads 2, 1 and 4 of 4 query heads, and 1 of 8: GQA groups of 2, 4, 1 and 8 in the decode kernel.
   for (auto [hd, long_chunk, kv_heads, heads] : {std::tuple{16, false, 2, 4},
                                                  {24, false, 2, 4},
@@ -519,8 +520,8 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     const int bs = 4, num_blocks = 530;
     // Three sequences: a prompt, a chunk after cached context, and one decode token over a long context (its
     // splits span several rounds of the warps' tiles); blocks scattered.
-    const std::vector<int32_t> ctx = {9, 300, 8000};
-    const std::vector<int32_t> q_lens = {9, long_chunk ? 100 : 5, 1};
+    const std::vector<int32_t> ctx = {9, 420, 8000};
+    const std::vector<int32_t> q_lens = {9, long_chunk ? 300 : 5, 1};
     std::vector<int32_t> perm(num_blocks * 4);
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
@@ -590,7 +591,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
       ab.num_seqs = 3;
       ab.num_tokens = aq_start.back();
       ab.max_seq_len = max_seq_len;
-      ab.max_query_len = long_chunk ? 100 : 9;
+      ab.max_query_len = long_chunk ? 300 : 9;
       std::vector<int32_t> decode_rows, prefill_seqs;
       for (int32_t s = 0; s < 3; ++s) {
         if (q_lens[s] >= AttentionBatch::kLongChunk && be.separates_long_chunks(hd)) {

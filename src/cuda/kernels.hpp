@@ -114,7 +114,7 @@ void fill_dummy(const DummyFill& f, void* out, bool bf16, cudaStream_t s);
 /// Whether prefill_attention handles this head dimension (64 or 128).
 bool prefill_attention_supported(int head_dim);
 /// Causal attention for the prompt chunks of kv's sequences listed in `seqs` on tensor cores (FlashAttention-2
-/// style tiles of 64 queries x 64 keys). `max_query_len` bounds those chunks.
+/// style tiles of 128 queries x 64 keys). `max_query_len` bounds those chunks.
 void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const int32_t* seqs, int num_seqs,
                        int max_query_len, float scale, uint16_t* out, cudaStream_t s);
 

@@ -1,12 +1,13 @@
 // Causal attention for prompt chunks on tensor cores, FlashAttention-2 style.
 //
-// A block owns 64 consecutive query tokens of one sequence and one head; each of its 4 warps owns 16 query rows and
+// A block owns 128 consecutive query tokens of one sequence and one head; each of its 8 warps owns 16 query rows and
 // keeps them in registers for the whole kernel: Q as mma A-fragments, the running output O and the softmax state
 // as accumulators. The block walks the keys its queries can see in tiles of 64, gathering K and V from the paged
-// cache into shared memory with asynchronous copies, one tile ahead of the math (double buffering). Per tile a warp
-// computes S = Q K^T with mma.sync m16n8k16 (bf16 in, f32 accumulate), masks the causal diagonal, updates the
-// online softmax in registers, and feeds P (rounded to bf16, straight from the S accumulators) into O += P V.
-// Only tiles at or below the diagonal are visited, and the longest query tiles are scheduled first.
+// cache into a three-slot shared-memory ring with asynchronous copies, two tiles ahead of the math, one barrier a
+// tile. Per tile a warp computes S = Q K^T with mma.sync m16n8k16 (bf16 in, f32 accumulate), masks the causal
+// diagonal, updates the online softmax in registers, and feeds P (rounded to bf16, straight from the S accumulators)
+// into O += P V. Only tiles at or below the diagonal are visited (a warp skips the tiles wholly past its rows), and
+// the longest query tiles are scheduled first.
 #include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
 #include "cuda/launch.cuh"
@@ -15,23 +16,34 @@
 namespace photon::cuda {
 namespace {
 
-constexpr int kBlockQ = 64;
-constexpr int kBlockK = 64;
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+constexpr int kWarps = 8;    // 16 query rows each: 128 rows a block
+constexpr int kBlockK = 64;  // keys per tile
+constexpr int kStages = 3;   // K/V tiles in the shared-memory ring
 
 template <int HD>
 constexpr int kStride = HD + 8;  // shared-memory row pitch in elements: 16 bytes of padding spread ldmatrix banks
 
-template <int HD>
-constexpr size_t smem_bytes() {
-  return static_cast<size_t>(kBlockQ + 4 * kBlockK) * kStride<HD> * sizeof(uint16_t);  // Q, 2 x (K, V)
+// 2^x on the special-function unit, subnormal results flushed to zero (probabilities below 2^-126 of a row's
+// largest: far below bf16's resolution of P). exp2f adds a subnormal-range fix-up around the same instruction.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+constexpr size_t smem_bytes() {
+  return static_cast<size_t>(kStages) * 2 * kBlockK * kStride<HD> * sizeof(uint16_t);  // the ring of (K, V) tiles
+}
+
+// The Q tile is staged in the ring's last slot before the first K/V tile arrives there, so Q needs no shared memory
+// of its own. Head dim 64 asks for two blocks an SM (128 registers a thread), 128 for one.
+template <int HD>
+__global__ void __launch_bounds__(kWarps * 32, HD == 64 ? 2 : 1)
     prefill_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* seqs, int tiles_per_seq, float scale_log2,
                    uint16_t* out) {
+  constexpr int kRows = 16 * kWarps, kThreads = 32 * kWarps;
+  static_assert(kRows <= 2 * kBlockK, "the Q tile must fit one ring slot");
   const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
   const int32_t *query_start = kv.query_start, *seq_lens = kv.seq_lens;
   const int32_t *block_indptr = kv.block_indptr, *block_indices = kv.block_indices;
@@ -39,18 +51,16 @@ __global__ void __launch_bounds__(kThreads)
   pdl_begin();
   constexpr int S = kStride<HD>;
   constexpr int kVecs = HD / 8;  // 16-byte vectors per row
-  extern __shared__ __align__(16) uint16_t smem[];
-  uint16_t* sq = smem;                  // [kBlockQ][S]
-  uint16_t* sk = sq + kBlockQ * S;      // [2][kBlockK][S]
-  uint16_t* sv = sk + 2 * kBlockK * S;  // [2][kBlockK][S]
+  constexpr int kSlot = 2 * kBlockK * S;
+  extern __shared__ __align__(16) uint16_t smem[];  // [kStages][K, V][kBlockK][S]
 
   const int seq = seqs[blockIdx.x / tiles_per_seq];
   const int tile = tiles_per_seq - 1 - static_cast<int>(blockIdx.x % tiles_per_seq);  // longest tiles first
   const int h = blockIdx.y;
   const int q_len = query_start[seq + 1] - query_start[seq];
-  const int q_begin = tile * kBlockQ;
+  const int q_begin = tile * kRows;
   if (q_begin >= q_len) return;
-  const int rows = min(kBlockQ, q_len - q_begin);
+  const int rows = min(kRows, q_len - q_begin);
   const int first_pos = seq_lens[seq] - q_len + q_begin;  // position of query row 0
   const int num_keys = first_pos + rows;                  // keys 0 .. last row's position
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -61,15 +71,9 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t page_stride = 2 * kv_heads * head_stride;
   const int64_t token0 = query_start[seq] + q_begin;
 
-  // Q tile (rows past the chunk read as zeros).
-  for (int i = tid; i < kBlockQ * kVecs; i += kThreads) {
-    const int r = i / kVecs, c = i % kVecs;
-    const bool valid = r < rows;
-    cp_async16(sq + r * S + c * 8, q + ((token0 + (valid ? r : 0)) * heads + h) * HD + c * 8, valid);
-  }
   const auto load_kv = [&](int stage, int k0) {
-    uint16_t* dk = sk + stage * kBlockK * S;
-    uint16_t* dv = sv + stage * kBlockK * S;
+    uint16_t* dk = smem + stage * kSlot;
+    uint16_t* dv = dk + kBlockK * S;
     for (int i = tid; i < kBlockK * kVecs; i += kThreads) {
       const int r = i / kVecs, c = i % kVecs, key = k0 + r;
       const bool valid = key < num_keys;
@@ -81,9 +85,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   };
   const int key_tiles = (num_keys + kBlockK - 1) / kBlockK;
+  // Q (rows past the chunk read as zeros) into the last slot, with tile 0; tile 1 in its own group.
+  uint16_t* sq = smem + (kStages - 1) * kSlot;
+  for (int i = tid; i < kRows * kVecs; i += kThreads) {
+    const int r = i / kVecs, c = i % kVecs;
+    const bool valid = r < rows;
+    cp_async16(sq + r * S + c * 8, q + ((token0 + (valid ? r : 0)) * heads + h) * HD + c * 8, valid);
+  }
   load_kv(0, 0);
   cp_async_commit();
-  cp_async_wait<0>();
+  if (key_tiles > 1) load_kv(1, kBlockK);
+  cp_async_commit();
+  cp_async_wait<1>();
   __syncthreads();
 
   const int r0 = warp * 16;
@@ -94,17 +107,22 @@ __global__ void __launch_bounds__(kThreads)
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // Running maxima in raw score units (the scale is applied inside the exponent); sums of this thread's columns.
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
   const int pos[2] = {first_pos + r0 + g, first_pos + r0 + g + 8};
+  const int warp_last = r0 < rows ? first_pos + min(r0 + 15, rows - 1) : -1;  // -1: no rows of this chunk
 
   for (int j = 0; j < key_tiles; ++j) {
-    const int stage = j & 1, k0 = j * kBlockK;
-    if (j + 1 < key_tiles) load_kv(stage ^ 1, k0 + kBlockK);
-    cp_async_commit();
-    cp_async_wait<1>();  // tile j has landed (tile j + 1 may still be in flight)
+    const int k0 = j * kBlockK;
+    // One barrier a tile: after it tile j is visible to every warp and every warp is done with tile j - 1, whose
+    // slot (and, for j = 0, the Q tile's) is refilled with tile j + 2.
+    cp_async_wait<1>();
     __syncthreads();
-    const uint16_t* tk = sk + stage * kBlockK * S;
-    const uint16_t* tv = sv + stage * kBlockK * S;
+    if (j + 2 < key_tiles) load_kv((j + 2) % kStages, k0 + 2 * kBlockK);
+    cp_async_commit();
+    if (k0 > warp_last) continue;  // every key of this tile is past every row of this warp
+    const uint16_t* tk = smem + (j % kStages) * kSlot;
+    const uint16_t* tv = tk + kBlockK * S;
 
     // S = Q K^T: 16 rows x 64 keys per warp, as 8 accumulator tiles of 16 x 8.
     float s[kBlockK / 8][4];
@@ -131,8 +149,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& v = s[n][2 * rr + e];
-          const int key = k0 + n * 8 + 2 * t4 + e;
-          v = (!needs_mask || key <= pos[rr]) ? v * scale_log2 : -INFINITY;
+          if (needs_mask && k0 + n * 8 + 2 * t4 + e > pos[rr]) v = -INFINITY;
           mx = fmaxf(mx, v);
         }
       }
@@ -140,7 +157,8 @@ __global__ void __launch_bounds__(kThreads)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float new_max = fmaxf(row_max[rr], mx);
       const bool none = new_max == -INFINITY;  // nothing visible to this row yet
-      const float alpha = none ? 1.0f : exp2f(row_max[rr] - new_max);
+      const float alpha = none ? 1.0f : exp2_ftz((row_max[rr] - new_max) * scale_log2);
+      const float offset = none ? 0.0f : new_max * scale_log2;
       row_max[rr] = new_max;
       float sum = 0.0f;
 #pragma unroll
@@ -148,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& v = s[n][2 * rr + e];
-          v = none ? 0.0f : exp2f(v - new_max);
+          v = exp2_ftz(fmaf(v, scale_log2, -offset));  // masked scores: exp2(-inf) = 0
           sum += v;
         }
       }
@@ -174,7 +192,6 @@ __global__ void __launch_bounds__(kThreads)
         mma_bf16(o[2 * np + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
 #pragma unroll
@@ -199,10 +216,10 @@ void launch_head_dim(const uint16_t* q, int heads, const PagedKv& kv, const int3
   // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
   cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<HD>()));
-  const int tiles = (max_query_len + kBlockQ - 1) / kBlockQ;
+  const int tiles = (max_query_len + 16 * kWarps - 1) / (16 * kWarps);
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
   constexpr float kLog2e = 1.4426950408889634f;
-  launch(prefill_kernel<HD>, grid, kThreads, smem_bytes<HD>(), s, q, heads, kv, seqs, tiles, scale * kLog2e, out);
+  launch(prefill_kernel<HD>, grid, 32 * kWarps, smem_bytes<HD>(), s, q, heads, kv, seqs, tiles, scale * kLog2e, out);
 }
 
 }  // namespace
