@@ -502,22 +502,23 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
   // Short chunks go to the decode kernel; a 300-token chunk after 120 cached tokens (head_dim 64 / 128) to the
   // tensor-core prefill kernel: several query tiles, the last one partly empty, and key tiles across the chunk's start.
   // KV heads 2, 1 and 4 of 4 query heads, and 1 of 8: GQA groups of 2, 4, 1 and 8 in the decode kernel.
-  for (auto [hd, long_chunk, kv_heads, heads] : {std::tuple{16, false, 2, 4},
-                                                 {24, false, 2, 4},
-                                                 {64, false, 2, 4},
-                                                 {128, false, 2, 4},
-                                                 {256, false, 2, 4},
-                                                 {64, true, 2, 4},
-                                                 {128, true, 2, 4},
-                                                 {64, false, 1, 4},
-                                                 {128, false, 1, 4},
-                                                 {64, false, 4, 4},
-                                                 {128, false, 4, 4},
-                                                 {128, true, 1, 4},
-                                                 {64, false, 1, 8},
-                                                 {128, false, 1, 8}}) {
+  // Cache blocks of 4 tokens, and of 5 for a few shapes (the page lookup's division path; 4 takes shifts).
+  for (auto [hd, long_chunk, kv_heads, heads, bs] : {std::tuple{16, false, 2, 4, 4},
+                                                     {24, false, 2, 4, 5},
+                                                     {64, false, 2, 4, 4},
+                                                     {128, false, 2, 4, 4},
+                                                     {256, false, 2, 4, 4},
+                                                     {64, true, 2, 4, 5},
+                                                     {128, true, 2, 4, 4},
+                                                     {64, false, 1, 4, 4},
+                                                     {128, false, 1, 4, 4},
+                                                     {64, false, 4, 4, 4},
+                                                     {128, false, 4, 4, 4},
+                                                     {128, true, 1, 4, 5},
+                                                     {64, false, 1, 8, 5},
+                                                     {128, false, 1, 8, 4}}) {
     std::mt19937 rng(static_cast<unsigned>(hd));
-    const int bs = 4, num_blocks = 530;
+    const int num_blocks = 530;
     // Three sequences: a prompt, a chunk after cached context, and one decode token over a long context (its
     // splits span several rounds of the warps' tiles); blocks scattered.
     const std::vector<int32_t> ctx = {9, 420, 8000};
@@ -628,7 +629,7 @@ TEST_CASE("CUDA RoPE, KV write and paged attention match the CPU", "[cuda]") {
     run(*b.gpu, DType::kBF16, 64, gpu_long_split);  // two splits, each many rounds of tiles long
     run(*b.gpu, DType::kBF16, 8000, gpu_mid);       // splits of ~450 keys: two slots for head dim 128, three for 64
     run(*b.gpu, DType::kBF16, 100000, gpu_most);    // the most splits, three slots per warp, each cycled
-    INFO("head_dim " << hd << ", " << heads << " heads, " << kv_heads << " KV heads"
+    INFO("head_dim " << hd << ", " << heads << " heads, " << kv_heads << " KV heads, blocks of " << bs << " tokens"
                      << (long_chunk ? ", tensor-core prefill" : ""));
     CHECK(violation(gpu_out, cpu_out, 2e-2, 3e-2) <= 1.0);
     CHECK(violation(gpu_split, cpu_out, 2e-2, 3e-2) <= 1.0);

@@ -63,6 +63,21 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+/// A token position's page and offset in a paged cache of `size` tokens a page: a shift and a mask when the size is a
+/// power of two (the usual 16), an integer division otherwise (tens of instructions, paid per row a kernel gathers).
+struct PageSplit {
+  int size;
+  int shift = 0;  // log2(size) when pow2
+  bool pow2;
+
+  __device__ __forceinline__ explicit PageSplit(int page_size)
+      : size(page_size), pow2((page_size & (page_size - 1)) == 0) {
+    while ((1 << shift) < page_size) ++shift;  // once per thread, at most 10 steps
+  }
+  __device__ __forceinline__ int page(int pos) const { return pow2 ? pos >> shift : pos / size; }
+  __device__ __forceinline__ int offset(int pos) const { return pow2 ? pos & (size - 1) : pos % size; }
+};
+
 // Asynchronous 16-byte copies from global to shared memory (sm_80+): zero-filled when !valid. Commit groups them;
 // wait<N> returns when at most N groups are still in flight.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid = true) {

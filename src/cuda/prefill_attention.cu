@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32, HD == 64 ? 2 : 1)
   const int g = lane >> 2, t4 = lane & 3;
   const int kvh = h / (heads / kv_heads);
   const int32_t* pages = block_indices + block_indptr[seq];
+  const PageSplit split(block_size);
   const int64_t head_stride = static_cast<int64_t>(block_size) * HD;
   const int64_t page_stride = 2 * kv_heads * head_stride;
   const int64_t token0 = query_start[seq] + q_begin;
@@ -78,8 +79,8 @@ __global__ void __launch_bounds__(kWarps * 32, HD == 64 ? 2 : 1)
       const int r = i / kVecs, c = i % kVecs, key = k0 + r;
       const bool valid = key < num_keys;
       const int kk = valid ? key : 0;
-      const uint16_t* src = cache + pages[kk / block_size] * page_stride + kvh * head_stride +
-                            static_cast<int64_t>(kk % block_size) * HD + c * 8;
+      const uint16_t* src = cache + pages[split.page(kk)] * page_stride + kvh * head_stride +
+                            static_cast<int64_t>(split.offset(kk)) * HD + c * 8;
       cp_async16(dk + r * S + c * 8, src, valid);
       cp_async16(dv + r * S + c * 8, src + kv_heads * head_stride, valid);
     }
