@@ -17,53 +17,23 @@
 #include <string>
 #include <vector>
 
+#include "attention_shapes.hpp"
 #include "cuda/kernels.hpp"
 #include "graph_timing.hpp"
 
-namespace {
-
-struct Shape {
-  const char* model;
-  int heads;
-  int kv_heads;
-  int head_dim;
-};
-
-constexpr Shape kShapes[] = {
-    {"llama-3.2-1b", 32, 8, 64},
-    {"qwen3-0.6b", 16, 8, 128},
-    {"llama-3.1-8b", 32, 8, 128},
-    {"llama-3.1-70b", 64, 8, 128},
-};
-constexpr int kBlockSize = 16;
-
-template <typename T>
-T* upload(const std::vector<T>& host) {
-  T* device = nullptr;
-  CHECK_CUDA(cudaMalloc(&device, host.size() * sizeof(T)));
-  CHECK_CUDA(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return device;
-}
-
-}  // namespace
+using photon::bench::kAttentionShapes;
+using photon::bench::kCacheBlockSize;
+using photon::bench::upload;
 
 int main(int argc, char** argv) {
-  std::vector<std::pair<int, int>> cases;
-  for (int i = 1; i < argc; ++i) {
-    int batch = 0, context = 0;
-    if (std::sscanf(argv[i], "%dx%d", &batch, &context) != 2 || batch < 1 || context < 1) {
-      std::fprintf(stderr, "'%s': expected BATCHxCONTEXT, e.g. 1x8192\n", argv[i]);
-      return 1;
-    }
-    cases.emplace_back(batch, context);
-  }
-  if (cases.empty()) cases = {{1, 512}, {1, 8192}, {1, 32768}, {64, 4096}};
+  const auto cases = photon::bench::parse_pairs(argc, argv, "BATCHxCONTEXT, e.g. 1x8192",
+                                                {{1, 512}, {1, 8192}, {1, 32768}, {64, 4096}});
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
   for (const auto& [batch, context] : cases) {
-    for (const Shape& s : kShapes) {
+    for (const auto& s : kAttentionShapes) {
       // One decode token per sequence, each with `context` keys (its own included) in scattered blocks.
-      const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
+      const int blocks_per_seq = (context + kCacheBlockSize - 1) / kCacheBlockSize;
       const int num_blocks = batch * blocks_per_seq;
       std::vector<int32_t> indices(static_cast<size_t>(num_blocks));
       std::iota(indices.begin(), indices.end(), 0);
@@ -78,7 +48,7 @@ int main(int argc, char** argv) {
       int32_t* d_indices = upload(indices);
       int32_t* d_tokens = upload(std::vector<int32_t>(query_start.begin(), query_start.end() - 1));
 
-      const size_t block_elems = size_t{2} * s.kv_heads * kBlockSize * s.head_dim;
+      const size_t block_elems = size_t{2} * s.kv_heads * kCacheBlockSize * s.head_dim;
       const size_t cache_bytes = block_elems * num_blocks * 2;
       const size_t kv_bytes = size_t{2} * batch * context * s.kv_heads * s.head_dim * 2;
       const int copies = static_cast<int>((size_t{512} << 20) / cache_bytes + 1);
@@ -104,7 +74,7 @@ int main(int argc, char** argv) {
           photon::PagedKv kv;
           kv.cache = caches[static_cast<size_t>(i % copies)];
           kv.num_kv_heads = s.kv_heads;
-          kv.block_size = kBlockSize;
+          kv.block_size = kCacheBlockSize;
           kv.head_dim = s.head_dim;
           kv.num_seqs = batch;
           kv.query_start = d_query_start;

@@ -13,51 +13,21 @@
 #include <random>
 #include <vector>
 
+#include "attention_shapes.hpp"
 #include "cuda/kernels.hpp"
 #include "graph_timing.hpp"
 
-namespace {
-
-struct Shape {
-  const char* model;
-  int heads;
-  int kv_heads;
-  int head_dim;
-};
-
-constexpr Shape kShapes[] = {
-    {"llama-3.2-1b", 32, 8, 64},
-    {"qwen3-0.6b", 16, 8, 128},
-    {"llama-3.1-8b", 32, 8, 128},
-};
-constexpr int kBlockSize = 16;
-
-template <typename T>
-T* upload(const std::vector<T>& host) {
-  T* device = nullptr;
-  CHECK_CUDA(cudaMalloc(&device, host.size() * sizeof(T)));
-  CHECK_CUDA(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return device;
-}
-
-}  // namespace
+using photon::bench::kAttentionShapes;
+using photon::bench::kCacheBlockSize;
+using photon::bench::upload;
 
 int main(int argc, char** argv) {
-  std::vector<std::pair<int, int>> cases;
-  for (int i = 1; i < argc; ++i) {
-    int seqs = 0, len = 0;
-    if (std::sscanf(argv[i], "%dx%d", &seqs, &len) != 2 || seqs < 1 || len < 1) {
-      std::fprintf(stderr, "'%s': expected SEQSxLEN, e.g. 4x2048\n", argv[i]);
-      return 1;
-    }
-    cases.emplace_back(seqs, len);
-  }
-  if (cases.empty()) cases = {{4, 2048}, {8, 1024}, {1, 8192}};
+  const auto cases = photon::bench::parse_pairs(argc, argv, "SEQSxLEN, e.g. 4x2048", {{4, 2048}, {8, 1024}, {1, 8192}});
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
   for (const auto& [seqs, len] : cases) {
-    for (const Shape& s : kShapes) {
-      const int blocks_per_seq = (len + kBlockSize - 1) / kBlockSize;
+    for (const auto& s : kAttentionShapes) {
+      const int blocks_per_seq = (len + kCacheBlockSize - 1) / kCacheBlockSize;
       const int num_blocks = seqs * blocks_per_seq;
       std::vector<int32_t> indices(static_cast<size_t>(num_blocks));
       std::iota(indices.begin(), indices.end(), 0);
@@ -75,7 +45,7 @@ int main(int argc, char** argv) {
       int32_t* d_indices = upload(indices);
       int32_t* d_seqs = upload(seq_ids);
 
-      const size_t cache_bytes = size_t{2} * s.kv_heads * kBlockSize * s.head_dim * num_blocks * 2;
+      const size_t cache_bytes = size_t{2} * s.kv_heads * kCacheBlockSize * s.head_dim * num_blocks * 2;
       const size_t q_bytes = static_cast<size_t>(seqs) * len * s.heads * s.head_dim * 2;
       void *cache = nullptr, *q = nullptr, *out = nullptr;
       CHECK_CUDA(cudaMalloc(&cache, cache_bytes));
@@ -87,7 +57,7 @@ int main(int argc, char** argv) {
       photon::PagedKv kv;
       kv.cache = cache;
       kv.num_kv_heads = s.kv_heads;
-      kv.block_size = kBlockSize;
+      kv.block_size = kCacheBlockSize;
       kv.head_dim = s.head_dim;
       kv.num_seqs = seqs;
       kv.query_start = d_query_start;
