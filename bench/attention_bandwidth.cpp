@@ -11,10 +11,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <random>
-#include <string>
 #include <vector>
 
 #include "attention_shapes.hpp"

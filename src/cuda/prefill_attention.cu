@@ -16,7 +16,9 @@
 namespace photon::cuda {
 namespace {
 
-constexpr int kWarps = 8;    // 16 query rows each: 128 rows a block
+constexpr int kWarps = 8;           // 16 query rows each
+constexpr int kRows = 16 * kWarps;  // query rows a block
+constexpr int kThreads = 32 * kWarps;
 constexpr int kBlockK = 64;  // keys per tile
 constexpr int kStages = 3;   // K/V tiles in the shared-memory ring
 
@@ -39,10 +41,9 @@ constexpr size_t smem_bytes() {
 // The Q tile is staged in the ring's last slot before the first K/V tile arrives there, so Q needs no shared memory
 // of its own. Head dim 64 asks for two blocks an SM (128 registers a thread), 128 for one.
 template <int HD>
-__global__ void __launch_bounds__(kWarps * 32, HD == 64 ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, HD == 64 ? 2 : 1)
     prefill_kernel(const uint16_t* q, int heads, PagedKv kv, const int32_t* seqs, int tiles_per_seq, float scale_log2,
                    uint16_t* out) {
-  constexpr int kRows = 16 * kWarps, kThreads = 32 * kWarps;
   static_assert(kRows <= 2 * kBlockK, "the Q tile must fit one ring slot");
   const uint16_t* cache = static_cast<const uint16_t*>(kv.cache);
   const int32_t *query_start = kv.query_start, *seq_lens = kv.seq_lens;
@@ -217,10 +218,10 @@ void launch_head_dim(const uint16_t* q, int heads, const PagedKv& kv, const int3
   // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
   cudaFuncSetAttribute(prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(smem_bytes<HD>()));
-  const int tiles = (max_query_len + 16 * kWarps - 1) / (16 * kWarps);
+  const int tiles = (max_query_len + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(num_seqs * tiles), static_cast<unsigned>(heads));
   constexpr float kLog2e = 1.4426950408889634f;
-  launch(prefill_kernel<HD>, grid, 32 * kWarps, smem_bytes<HD>(), s, q, heads, kv, seqs, tiles, scale * kLog2e, out);
+  launch(prefill_kernel<HD>, grid, kThreads, smem_bytes<HD>(), s, q, heads, kv, seqs, tiles, scale * kLog2e, out);
 }
 
 }  // namespace
