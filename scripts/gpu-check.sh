@@ -48,7 +48,7 @@ fi
 note "GPUs: $gpus; NCCL: ${nccl_root:-system}"
 
 t0=$(date +%s)
-if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+if ! { cmake -S . -B "$build" -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90a -DCMAKE_BUILD_TYPE=Release \
          ${nccl_root:+-DNCCL_ROOT=$nccl_root} &&
        cmake --build "$build" --parallel "$(nproc)"; } >"$out/build.log" 2>&1; then
   note "BUILD FAILED (see build.log)"; tail -30 "$out/build.log"; exit 1
@@ -136,7 +136,7 @@ if want timeline; then
   # The decode step's kernel chain as it runs (CUDA graph, PDL): a second build that stamps every kernel's PDL wait
   # (PHOTON_KERNEL_TRACE, src/cuda/kernel_trace.hpp), one batch-1 run per model, a table per model.
   t0=$(date +%s)
-  if cmake -S . -B build-trace -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+  if cmake -S . -B build-trace -G Ninja -DPHOTON_CUDA=ON -DPHOTON_CUDA_ARCHS=90a -DCMAKE_BUILD_TYPE=Release \
        -DPHOTON_KERNEL_TRACE=ON -DPHOTON_BUILD_TESTS=OFF -DPHOTON_BUILD_BENCH=OFF ${nccl_root:+-DNCCL_ROOT=$nccl_root} \
        >"$out/trace-build.log" 2>&1 && cmake --build build-trace --target photon_cli --parallel "$(nproc)" >>"$out/trace-build.log" 2>&1; then
     for model in qwen3-0.6b llama-3.2-1b; do

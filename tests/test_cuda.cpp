@@ -277,8 +277,9 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   // form; rows 8..15 when m > 8); one row and other shapes of up to 8 rows take the SIMT GEMV, which dots one row in
   // integers, the row staged where a block has several thread groups (K < 4096) or quantised by each thread (K = 4096
   // and 16512; 1 x 4200 outputs and SwiGLU 1 x 2100 in groups of 128 threads), and widens more rows to f32; larger M
-  // widens the weights to bf16 for cuBLASLt; k not a multiple of the group (a shorter last group), k below one group,
-  // and output counts that are not multiples of the 8-row tiles.
+  // widens the weights to bf16 for cuBLASLt, or, for wide matrices on Hopper (40 x 128 x 4200), reads them in the
+  // W8A16 GEMM; k not a multiple of the group (a shorter last group), k below one group, and output counts that are
+  // not multiples of the 8-row tiles.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 200, 32},
                                 {3, 1024, 77, 128},
                                 {8, 2048, 333, 64},
@@ -294,6 +295,7 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
                                 {1, 16512, 160, 128},
                                 {12, 192, 6500, 64},
                                 {17, 96, 300, 32},
+                                {40, 128, 2100, 64},
                                 {130, 256, 64, 128}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group);
     const auto w = random_vec(static_cast<size_t>(2 * n * k), rng, 0.1f);  // bf16 values, [2n, k] for SwiGLU
@@ -346,6 +348,56 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     const std::vector<float> emb_ref(cemb.data<float>(), cemb.data<float>() + cemb.numel());
     CHECK(violation(read_back(*b.gpu, gemb), emb_ref, 1e-6, 4e-3) <= 1.0);
   }
+}
+
+TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt", "[cuda]") {
+  REQUIRE_GPU(b);
+  if (!cuda::w8a16_gemm_available()) SKIP("the W8A16 GEMM needs compute capability 9.0 and an sm_90a build");
+  std::mt19937 rng(29);
+  auto* gpu = b.gpu.get();
+  void* workspace = nullptr;
+  REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
+  cuda::Gemm gemm;
+  REQUIRE(gemm.init(workspace).is_ok());
+  // Each token tile (64, 128, 256) with partial tiles of tokens (m not a multiple) and of weight rows (n not a
+  // multiple of 128), one 64-column step and many, groups of 32 (two groups a step), 64 and 128, strided
+  // activation rows, f32 and bf16 outputs.
+  for (auto [m, n, k, group, ldx, tile, out_f32] : {std::tuple{17, 200, 64, 32, 64, 64, true},
+                                                    {64, 128, 2048, 128, 2048, 64, false},
+                                                    {130, 392, 192, 64, 200, 128, true},
+                                                    {100, 1024, 1024, 128, 1024, 128, false},
+                                                    {300, 136, 512, 32, 520, 256, false},
+                                                    {256, 3072, 2048, 128, 2048, 256, true},
+                                                    {1000, 264, 320, 64, 320, 0, false}}) {
+    INFO("m=" << m << " n=" << n << " k=" << k << " group=" << group << " ldx=" << ldx << " tile=" << tile);
+    const auto w = random_vec(static_cast<size_t>(n) * k, rng, 0.05f);
+    Tensor gw = gpu_tensor(*gpu, w, {n, k}, DType::kBF16);
+    Weight q = gpu->quantize_int8(gw, group).value();
+    const cuda::Int8Weights iw{q.values.data<int8_t>(), q.scales.data<float>(), static_cast<int>(q.num_groups()),
+                               group};
+    const auto x = random_vec(static_cast<size_t>(m) * ldx, rng);
+    Tensor gx = gpu_tensor(*gpu, x, {m, ldx}, DType::kBF16);
+    const auto* x16 = static_cast<const uint16_t*>(gx.raw());
+    const DType out_type = out_f32 ? DType::kF32 : DType::kBF16;
+    Tensor wide = Tensor::empty({n, k}, DType::kBF16, gpu->allocator()).value();
+    Tensor ref = Tensor::empty({m, n}, out_type, gpu->allocator()).value();
+    Tensor got = Tensor::empty({m, n}, out_type, gpu->allocator()).value();
+    auto* stream = static_cast<cudaStream_t>(cuda_backend_stream(*gpu));
+    cuda::dequantize_int8(iw, n, k, static_cast<uint16_t*>(wide.raw()), stream);
+    REQUIRE(gemm.run(x16, m, k, ldx, wide.raw(), n, ref.raw(), out_f32, stream).is_ok());
+    REQUIRE(cuda::w8a16_gemm_supported(m, n, k, ldx, x16, group));
+    REQUIRE(cuda::w8a16_gemm(x16, m, ldx, iw, n, k, got.raw(), out_f32, stream, tile));
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    // The same bf16 products summed in another order: f32 rounding (and one bf16 rounding of the output).
+    CHECK(violation(read_back(*gpu, got), read_back(*gpu, ref), 1e-4, out_f32 ? 1e-5 : 8e-3) <= 1.0);
+  }
+  // Shapes it declines: K not a multiple of 64, N not of 8, groups of 16, misaligned activations.
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 96, 96, workspace, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 60, 128, 128, workspace, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, workspace, 16));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, static_cast<char*>(workspace) + 2, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 130, workspace, 32));
+  cudaFree(workspace);
 }
 
 TEST_CASE("dummy weights generated on the GPU are the host's bits, whole and sharded", "[cuda]") {

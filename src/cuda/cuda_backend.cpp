@@ -369,13 +369,17 @@ class CudaBackend final : public Backend {
                   : cuda::gemv(bf16(x), m, ldx, bf16(w.values), cols, k, out, out_f32, stream_, fusion);
   }
 
-  // out[M, N] = x[M, K] * w[N, K]^T: the skinny kernels for decode-sized M, cuBLASLt above (int8 weights widened to
-  // bf16 first).
+  // out[M, N] = x[M, K] * w[N, K]^T: the skinny kernels for decode-sized M, cuBLASLt above; int8 weights above
+  // take the Hopper W8A16 GEMM where it serves the shape faster, else are widened to bf16 for cuBLASLt.
   Status gemm(const Tensor& x, const Weight& w, Tensor& out) {
     const int64_t m = x.size(0), k = x.size(1), n = w.rows(), ldx = x.stride(0);
     const bool out_f32 = out.dtype() == DType::kF32;
     if (skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
     if (!w.quantized()) return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
+    if (cuda::w8a16_gemm_pays(m, n, k) &&
+        cuda::w8a16_gemm(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32, stream_)) {
+      return Status::ok();
+    }
     auto* wide = bf16_mut(dequantized_);
     cuda::dequantize_int8(int8(w), n, k, wide, stream_);
     return gemm_->run(x.raw(), m, k, ldx, wide, n, out.raw(), out_f32, stream_);
