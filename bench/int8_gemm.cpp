@@ -1,9 +1,9 @@
 // The int8 matmul paths for batches beyond the decode kernels (17 rows and up), at the projection shapes of the
 // models photon bench runs, against bf16 weights: cuBLASLt on bf16 weights ("bf16"), int8 weights widened to bf16
-// then cuBLASLt ("widen"), and the Hopper W8A16 GEMM reading int8 directly ("w8a16": its own token-tile choice;
-// "w8a16/T": tiles of T tokens). Weights cycle through enough copies (>= 512 MiB) that no launch finds them in the L2
-// cache; launches run back to back in a CUDA graph. Before timing, each w8a16 form's output on random weights and
-// activations is compared with the widening path's ("max_rel": largest |difference| over the largest |output|).
+// then cuBLASLt ("widen"), and the Hopper W8A16 GEMM reading int8 directly ("w8a16": its own plan; "w8a16/T/S":
+// tiles of T tokens, K split over S blocks). Weights cycle through enough copies (>= 512 MiB) that no launch finds them
+// in the L2 cache; launches run back to back in a CUDA graph. Before timing, each w8a16 form's output on random weights
+// and activations is compared with the widening path's ("max_rel": largest |difference| over the largest |output|).
 // Prints one JSON line per shape and path: {"model", "matrix", "path", "m", "n", "k", "us", "tflops", "max_rel"}.
 // Usage: photon_int8_gemm [M ...]   (activation rows; default 32 64 128 256 512 1024 4096)
 #include <cuda_runtime.h>
@@ -120,13 +120,18 @@ int main(int argc, char** argv) {
       const std::vector<float> expected = read_bf16(ref, out_elems);
       double ref_max = 0;
       for (float v : expected) ref_max = std::max(ref_max, static_cast<double>(std::fabs(v)));
-      for (const char* path : {"bf16", "widen", "w8a16", "w8a16/64", "w8a16/128", "w8a16/256"}) {
+      for (const char* path : {"bf16", "widen", "w8a16", "w8a16/64/1", "w8a16/128/1", "w8a16/256/1", "w8a16/64/4",
+                               "w8a16/128/2", "w8a16/128/4", "w8a16/256/2", "w8a16/256/4", "w8a16/256/8"}) {
         const std::string p = path;
-        const int tile = p.rfind("w8a16/", 0) == 0 ? std::atoi(path + 6) : 0;
+        photon::cuda::W8a16GemmPlan plan;
+        if (p.rfind("w8a16/", 0) == 0) {
+          plan.token_tile = std::atoi(path + 6);
+          plan.splits = std::atoi(p.c_str() + p.rfind('/') + 1);
+        }
         double max_rel = -1;
         if (p.rfind("w8a16", 0) == 0) {
           if (!photon::cuda::w8a16_gemm(static_cast<const uint16_t*>(x), m, s.k, q0, s.n, s.k, out, false, stream,
-                                        tile)) {
+                                        plan)) {
             std::fprintf(stderr, "w8a16_gemm declined %s %s m=%d\n", s.model, s.matrix, m);
             continue;
           }
@@ -150,7 +155,7 @@ int main(int argc, char** argv) {
               photon::cuda::dequantize_int8(q, s.n, s.k, static_cast<uint16_t*>(wide), stream);
               (void)gemm.run(x, m, s.k, s.k, wide, s.n, out, false, stream);
             } else {
-              photon::cuda::w8a16_gemm(static_cast<const uint16_t*>(x), m, s.k, q, s.n, s.k, out, false, stream, tile);
+              photon::cuda::w8a16_gemm(static_cast<const uint16_t*>(x), m, s.k, q, s.n, s.k, out, false, stream, plan);
             }
           }
         };

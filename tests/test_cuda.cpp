@@ -360,16 +360,20 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
   cuda::Gemm gemm;
   REQUIRE(gemm.init(workspace).is_ok());
   // Each token tile (64, 128, 256) with partial tiles of tokens (m not a multiple) and of weight rows (n not a
-  // multiple of 128), one 64-column step and many, groups of 32 (two groups a step), 64 and 128, strided
-  // activation rows, f32 and bf16 outputs.
-  for (auto [m, n, k, group, ldx, tile, out_f32] : {std::tuple{17, 200, 64, 32, 64, 64, true},
-                                                    {64, 128, 2048, 128, 2048, 64, false},
-                                                    {130, 392, 192, 64, 200, 128, true},
-                                                    {100, 1024, 1024, 128, 1024, 128, false},
-                                                    {300, 136, 512, 32, 520, 256, false},
-                                                    {256, 3072, 2048, 128, 2048, 256, true},
-                                                    {1000, 264, 320, 64, 320, 0, false}}) {
-    INFO("m=" << m << " n=" << n << " k=" << k << " group=" << group << " ldx=" << ldx << " tile=" << tile);
+  // multiple of 128), one 64-column step and many, K split over clusters of 2 to 8 blocks (evenly and not: 8 steps
+  // over 3), groups of 32 (two groups a step), 64 and 128, strided activation rows, f32 and bf16 outputs, and the
+  // default plan.
+  for (auto [m, n, k, group, ldx, tile, splits, out_f32] : {std::tuple{17, 200, 64, 32, 64, 64, 1, true},
+                                                            {64, 128, 2048, 128, 2048, 64, 1, false},
+                                                            {130, 392, 192, 64, 200, 128, 1, true},
+                                                            {100, 1024, 1024, 128, 1024, 128, 4, false},
+                                                            {300, 136, 512, 32, 520, 256, 3, false},
+                                                            {256, 3072, 2048, 128, 2048, 256, 1, true},
+                                                            {256, 2048, 8192, 128, 8192, 256, 8, false},
+                                                            {70, 512, 1024, 64, 1024, 128, 2, true},
+                                                            {1000, 264, 320, 64, 320, 0, 0, false}}) {
+    INFO("m=" << m << " n=" << n << " k=" << k << " group=" << group << " ldx=" << ldx << " tile=" << tile
+              << " splits=" << splits);
     const auto w = random_vec(static_cast<size_t>(n) * k, rng, 0.05f);
     Tensor gw = gpu_tensor(*gpu, w, {n, k}, DType::kBF16);
     Weight q = gpu->quantize_int8(gw, group).value();
@@ -386,7 +390,7 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
     cuda::dequantize_int8(iw, n, k, static_cast<uint16_t*>(wide.raw()), stream);
     REQUIRE(gemm.run(x16, m, k, ldx, wide.raw(), n, ref.raw(), out_f32, stream).is_ok());
     REQUIRE(cuda::w8a16_gemm_supported(m, n, k, ldx, x16, group));
-    REQUIRE(cuda::w8a16_gemm(x16, m, ldx, iw, n, k, got.raw(), out_f32, stream, tile));
+    REQUIRE(cuda::w8a16_gemm(x16, m, ldx, iw, n, k, got.raw(), out_f32, stream, {tile, splits}));
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
     // The same bf16 products summed in another order: f32 rounding (and one bf16 rounding of the output).
     CHECK(violation(read_back(*gpu, got), read_back(*gpu, ref), 1e-4, out_f32 ? 1e-5 : 8e-3) <= 1.0);

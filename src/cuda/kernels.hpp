@@ -107,16 +107,22 @@ bool w8a16_gemm_available();
 /// Whether w8a16_gemm handles this shape: available, N a multiple of 8, K of 64, the group of 32, x 16-byte aligned
 /// with a row stride that is a multiple of 8.
 bool w8a16_gemm_supported(int m, int n, int k, int64_t ldx, const void* x, int group);
-/// The token tile w8a16_gemm picks for M activation rows and N weight rows (64, 128 or 256).
-int w8a16_gemm_token_tile(int m, int n);
+/// How w8a16_gemm cuts its work: activation rows a block (64, 128 or 256; 0: w8a16_gemm_plan's choice) and the
+/// blocks of a thread block cluster that split K between them (1 to 8).
+struct W8a16GemmPlan {
+  int token_tile = 0;
+  int splits = 1;
+};
+/// The plan w8a16_gemm takes by default for M activation rows, N weight rows and K columns.
+W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k);
 /// Whether w8a16_gemm is the faster int8 path for this shape than widening + cuBLASLt (measured rule).
 bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k);
 /// out[m, n] = x[m, :] . bf16(w[n, :] * scale) for any M (w8a16_gemm.cu, Hopper's wgmma): the widening kernel's
 /// bf16 weights, f32 accumulation, out f32 or bf16 [M, N] (rows N apart), without widening through memory.
-/// token_tile: 64, 128 or 256 activation rows a block, 0 for w8a16_gemm_token_tile's choice. Returns false, with
-/// nothing launched, where the shape is not supported or a tensor map cannot be made.
+/// `plan` overrides the default cut (benchmarks and tests). Returns false, with nothing launched, where the shape is
+/// not supported or a tensor map cannot be made.
 bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-                cudaStream_t s, int token_tile = 0);
+                cudaStream_t s, W8a16GemmPlan plan = {});
 /// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =
 /// max |w| / 127 per group, round-half-even of w / scale).
 void quantize_int8(const uint16_t* w, int64_t n, int64_t k, int group, int8_t* values, float* scales, cudaStream_t s);

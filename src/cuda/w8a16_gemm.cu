@@ -18,6 +18,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 
 #include "cuda/common.cuh"
@@ -202,7 +204,42 @@ __device__ __forceinline__ uint32_t dequant2(uint32_t pair, float scale) {
 }
 __device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
 
+// The split-K epilogue, run by every thread of each block of the cluster once its consumers have staged their f32
+// partial tile [token][row] (rows kStageLd<true> apart) at `ring`: block z of the cluster adds, in rank order, the
+// partials of its share of the tile's tokens from every block's shared memory and writes them to out.
 template <int kTok, bool kF32>
+__device__ __forceinline__ void split_reduce(const uint8_t* ring, int m, int n, int row0, int tok0, void* out) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's partials staged
+  const int splits = static_cast<int>(gridDim.z), rank = static_cast<int>(blockIdx.z);
+  constexpr int ld = kStageLd<true>, kVecs = kRows / 4;  // float4 columns of a tile row
+  const int toks = min(kTok, m - tok0), rows = min(kRows, n - row0);
+  const int begin = rank * toks / splits, end = (rank + 1) * toks / splits;
+  const float* tile = reinterpret_cast<const float*>(ring);
+  for (int c = begin * kVecs + static_cast<int>(threadIdx.x); c < end * kVecs; c += kThreads) {
+    const int tok = c / kVecs, col = (c % kVecs) * 4;
+    if (col >= rows) continue;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int p = 0; p < splits; ++p) {
+      const float4 v = *reinterpret_cast<const float4*>(cluster.map_shared_rank(tile, p) + tok * ld + col);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    const int64_t at = static_cast<int64_t>(tok0 + tok) * n + row0 + col;
+    if constexpr (kF32) {
+      *reinterpret_cast<float4*>(static_cast<float*>(out) + at) = sum;
+    } else {
+      *reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + at) =
+          make_uint2(pack_bf16(sum.x, sum.y), pack_bf16(sum.z, sum.w));
+    }
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
+template <int kTok, bool kF32, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     w8a16_gemm_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                       const float* __restrict__ scales, int groups, int group, int n, int m, int k,
@@ -218,7 +255,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ float stage_scales[S][2][kRows];
 
   const int row0 = blockIdx.x * kRows, tok0 = blockIdx.y * kTok;
-  const int tiles = k / kStepK;
+  // Split K: the blocks of a cluster (blockIdx.z) each take an equal run of the steps.
+  const int steps = k / kStepK, kt0 = static_cast<int>(blockIdx.z) * steps / static_cast<int>(gridDim.z);
+  const int tiles = (static_cast<int>(blockIdx.z) + 1) * steps / static_cast<int>(gridDim.z) - kt0;
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -240,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           const int i = lane + 32 * e, half = i / kRows, row = i % kRows;
-          const int group_index = (kt * kStepK + 32 * half) / group;
+          const int group_index = ((kt0 + kt) * kStepK + 32 * half) / group;
           cp_async4(&stage_scales[s][half][row],
                     scales + static_cast<int64_t>(min(row0 + row, n - 1)) * groups + group_index);
         }
@@ -251,20 +290,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int first = min(S, tiles);
       for (int kt = 0; kt < first; ++kt) {
         mbar_expect_tx(&full[kt], kStage);
-        tma_load(ring + kt * kStage + kAct, &wmap, kt * kStepK, row0, &full[kt]);
+        tma_load(ring + kt * kStage + kAct, &wmap, (kt0 + kt) * kStepK, row0, &full[kt]);
       }
       pdl_begin();
-      for (int kt = 0; kt < first; ++kt) tma_load(ring + kt * kStage, &xmap, kt * kStepK, tok0, &full[kt]);
+      for (int kt = 0; kt < first; ++kt) tma_load(ring + kt * kStage, &xmap, (kt0 + kt) * kStepK, tok0, &full[kt]);
       for (int kt = first; kt < tiles; ++kt) {
         const int s = kt % S;
         mbar_wait(&empty[s], (kt / S - 1) & 1);
         mbar_expect_tx(&full[s], kStage);
-        tma_load(ring + s * kStage + kAct, &wmap, kt * kStepK, row0, &full[s]);
-        tma_load(ring + s * kStage, &xmap, kt * kStepK, tok0, &full[s]);
+        tma_load(ring + s * kStage + kAct, &wmap, (kt0 + kt) * kStepK, row0, &full[s]);
+        tma_load(ring + s * kStage, &xmap, (kt0 + kt) * kStepK, tok0, &full[s]);
       }
     } else {
       pdl_begin();
     }
+    if constexpr (kSplit) split_reduce<kTok, kF32>(ring, m, n, row0, tok0, out);
     return;
   }
 
@@ -319,7 +359,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kt < tiles) step(kt, a0, a1);
 
   // Epilogue: acc holds out^T for rows r, r + 8 and tokens 8 i + 2 t (+1); stage it as [token][row] in the ring
-  // (every stage has been consumed), then write whole rows of out.
+  // (every stage has been consumed), then write whole rows of out — or, split, stage the f32 partial sums and add
+  // the cluster's partials.
+  if constexpr (kSplit) {
+    float* partial = reinterpret_cast<float*>(ring);
+    consumers_sync();
+#pragma unroll
+    for (int i = 0; i < kTok / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        partial[(8 * i + 2 * t + (e & 1)) * kStageLd<true> + r + (e >> 1) * 8] = acc[4 * i + e];
+      }
+    }
+    split_reduce<kTok, kF32>(ring, m, n, row0, tok0, out);
+    return;
+  }
   using Out = std::conditional_t<kF32, float, uint16_t>;
   constexpr int ld = kStageLd<kF32>;
   Out* tile = reinterpret_cast<Out*>(ring);
@@ -375,26 +429,33 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, uint
                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int kTok, bool kF32>
+template <int kTok, bool kF32, bool kSplit>
 void launch_gemm(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k, void* out,
-                 cudaStream_t s) {
-  auto* kernel = w8a16_gemm_kernel<kTok, kF32>;
+                 int splits, cudaStream_t s) {
+  auto* kernel = w8a16_gemm_kernel<kTok, kF32, kSplit>;
   constexpr int smem = kStages<kTok> * kStageBytes<kTok> + 1024;  // + alignment slack
-  static_assert(kTok * kStageLd<kF32> * (kF32 ? 4 : 2) <= kStages<kTok> * kStageBytes<kTok>);
+  static_assert(kTok * kStageLd<true> * 4 <= kStages<kTok> * kStageBytes<kTok>);
   static const bool configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess;
   (void)configured;
-  const dim3 grid((n + kRows - 1) / kRows, (m + kTok - 1) / kTok);
-  launch(kernel, grid, kThreads, smem, s, wmap, xmap, w.scales, w.groups, w.group, n, m, k, out);
+  const dim3 grid((n + kRows - 1) / kRows, (m + kTok - 1) / kTok, splits);
+  launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, splits), wmap, xmap, w.scales, w.groups, w.group, n, m, k,
+                  out);
 }
 
 template <int kTok>
 void launch_tok(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k, void* out,
-                bool out_f32, cudaStream_t s) {
-  if (out_f32) {
-    launch_gemm<kTok, true>(wmap, xmap, w, n, m, k, out, s);
+                bool out_f32, int splits, cudaStream_t s) {
+  if (splits > 1) {
+    if (out_f32) {
+      launch_gemm<kTok, true, true>(wmap, xmap, w, n, m, k, out, splits, s);
+    } else {
+      launch_gemm<kTok, false, true>(wmap, xmap, w, n, m, k, out, splits, s);
+    }
+  } else if (out_f32) {
+    launch_gemm<kTok, true, false>(wmap, xmap, w, n, m, k, out, 1, s);
   } else {
-    launch_gemm<kTok, false>(wmap, xmap, w, n, m, k, out, s);
+    launch_gemm<kTok, false, false>(wmap, xmap, w, n, m, k, out, 1, s);
   }
 }
 
@@ -420,28 +481,34 @@ bool w8a16_gemm_supported(int m, int n, int k, int64_t ldx, const void* x, int g
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-int w8a16_gemm_token_tile(int m, int n) {
-  // The widest tile (fewest weight re-reads) whose grid still fills 70% of the SMs; the narrowest when none does
-  // (measured on the H200: 128 blocks of 256 tokens beat 256 blocks of 128 on 132 SMs).
-  for (const int tok : {256, 128}) {
-    const int64_t blocks = static_cast<int64_t>((n + kRows - 1) / kRows) * ((m + tok - 1) / tok);
-    if (m > tok / 2 && blocks * 10 >= static_cast<int64_t>(sm_count()) * 7) return tok;
+W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k) {
+  // Measured on the H200 (docs/performance.md, 2026-12-04, evening): 64-token tiles up to 64 rows; above, the
+  // widest tile whose grid fills 70% of the SMs (256 tokens), else 128. A grid short of that splits K over 4 (64-token
+  // tiles) or 2 blocks: more splits add blocks that each re-read the activations, and the kernel is bound by that
+  // traffic from L2 before the weights' from memory.
+  const int sms = sm_count(), row_blocks = (n + kRows - 1) / kRows;
+  const auto blocks = [&](int tok) { return static_cast<int64_t>(row_blocks) * ((m + tok - 1) / tok); };
+  const auto fills = [&](int tok) { return blocks(tok) * 10 >= static_cast<int64_t>(sms) * 7; };
+  W8a16GemmPlan plan{m <= 64 ? 64 : m > 128 && fills(256) ? 256 : 128, 1};
+  if (!fills(plan.token_tile)) {
+    const int64_t fill = std::max<int64_t>(1, sms / blocks(plan.token_tile));
+    plan.splits = static_cast<int>(std::min<int64_t>({plan.token_tile == 64 ? 4 : 2, fill, k / kStepK}));
   }
-  return m > 128 ? 128 : 64;
+  return plan;
 }
 
-bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k) {
-  // Measured on the H200 against widening + cuBLASLt (docs/performance.md, 2026-12-04, evening): the kernel wins on
-  // the wide projections (gate/up, Qwen3's q/k/v) up to a few hundred rows; each block's steps take a fixed ~0.6 us,
-  // so narrow matrices (too few blocks) and long rows (many steps a block) lose, as do large M, where cuBLASLt's
-  // bf16 GEMM runs nearer the tensor cores' peak and the widening is a small share.
-  return m <= 512 && n >= 4096 && k <= 4096;
+bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t /*k*/) {
+  // Against widening + cuBLASLt, same source: every projection shape up to 64 rows; up to 256 rows the wide ones
+  // (q/k/v, gate/up, Llama-3.1-8B's down); beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores' peak and the
+  // widening is a small share.
+  return m <= 64 || (m <= 256 && n >= 3072);
 }
 
 bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
-                cudaStream_t s, int token_tile) {
+                cudaStream_t s, W8a16GemmPlan plan) {
   if (!w8a16_gemm_supported(m, n, k, ldx, x, w.group) || reinterpret_cast<uintptr_t>(out) % 16 != 0) return false;
-  const int tok = token_tile > 0 ? token_tile : w8a16_gemm_token_tile(m, n);
+  if (plan.token_tile == 0) plan = w8a16_gemm_plan(m, n, k);
+  const int tok = plan.token_tile, splits = std::clamp(plan.splits, 1, std::min(8, k / kStepK));
   CUtensorMap wmap, xmap;
   if (!make_map(&wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w.values, k, n, k, kStepK, kRows, CU_TENSOR_MAP_SWIZZLE_64B) ||
       !make_map(&xmap, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, x, k, m, ldx * 2, kStepK, tok, CU_TENSOR_MAP_SWIZZLE_128B)) {
@@ -449,13 +516,13 @@ bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int
   }
   switch (tok) {
     case 64:
-      launch_tok<64>(wmap, xmap, w, n, m, k, out, out_f32, s);
+      launch_tok<64>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
     case 128:
-      launch_tok<128>(wmap, xmap, w, n, m, k, out, out_f32, s);
+      launch_tok<128>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
     default:
-      launch_tok<256>(wmap, xmap, w, n, m, k, out, out_f32, s);
+      launch_tok<256>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
   }
   return true;
