@@ -14,25 +14,9 @@
 
 #include "cuda/gemm.hpp"
 #include "graph_timing.hpp"
+#include "projection_shapes.hpp"
 
 namespace {
-
-struct Shape {
-  const char* model;
-  const char* matrix;
-  int n;  // output columns (weight rows)
-  int k;
-};
-
-constexpr Shape kShapes[] = {
-    {"llama-3.2-1b", "qkv", 3072, 2048},       {"llama-3.2-1b", "o", 2048, 2048},
-    {"llama-3.2-1b", "gate_up", 16384, 2048},  {"llama-3.2-1b", "down", 2048, 8192},
-    {"llama-3.2-1b", "lm_head", 128256, 2048}, {"qwen3-0.6b", "qkv", 4096, 1024},
-    {"qwen3-0.6b", "o", 1024, 2048},           {"qwen3-0.6b", "gate_up", 6144, 1024},
-    {"qwen3-0.6b", "down", 1024, 3072},        {"qwen3-0.6b", "lm_head", 151936, 1024},
-    {"llama-3.1-8b", "qkv", 6144, 4096},       {"llama-3.1-8b", "o", 4096, 4096},
-    {"llama-3.1-8b", "gate_up", 28672, 4096},  {"llama-3.1-8b", "down", 4096, 14336},
-};
 
 template <typename T>
 T check(photon::Result<T> r) {
@@ -63,7 +47,7 @@ int main(int argc, char** argv) {
   void* out = nullptr;
   CHECK_CUDA(cudaMalloc(&x, size_t{2} * max_m * max_k));
   CHECK_CUDA(cudaMemset(x, 0x3c, size_t{2} * max_m * max_k));
-  for (const Shape& s : kShapes) {
+  for (const photon::bench::ProjectionShape& s : photon::bench::kProjectionShapes) {
     const std::string label = std::string(s.model) + " " + s.matrix;
     if (label.find(only) == std::string::npos) continue;
     const size_t bytes = size_t{2} * s.n * s.k;

@@ -30,10 +30,10 @@
 namespace photon::cuda {
 namespace {
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define PHOTON_SM90A_ASM(...) asm volatile(__VA_ARGS__)
-#else
-#define PHOTON_SM90A_ASM(...) __trap()
+// The device code exists in the sm_90a compilation only (and in the host pass, which sees the declarations); for
+// other targets the kernel compiles to an empty body that the host never launches (w8a16_gemm_available()).
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PHOTON_W8A16_DEVICE
 #endif
 
 constexpr int kRows = 128;                    // weight rows a block: two consumer warpgroups of 64
@@ -53,27 +53,27 @@ constexpr int kStages = kRingBytes / kStageBytes<kTok> < 8 ? kRingBytes / kStage
 template <bool kF32>
 constexpr int kStageLd = kF32 ? kRows + 4 : kRows + 8;
 
+#ifdef PHOTON_W8A16_DEVICE
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // ---- mbarriers and TMA ----
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  PHOTON_SM90A_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  PHOTON_SM90A_ASM("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, int bytes) {
-  PHOTON_SM90A_ASM("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-                   "r"(bytes)
-                   : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
 }
 // Returns once the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
   uint32_t done = 0;
   do {
-    PHOTON_SM90A_ASM(
+    asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
         "p;\n}\n"
         : "=r"(done)
@@ -84,7 +84,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 // The box of `map` at (c0 along the contiguous dimension, c1) into shared memory; its bytes complete `bar`'s
 // transaction count. Out-of-range elements arrive as zeros.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  PHOTON_SM90A_ASM(
+  asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
@@ -92,29 +92,27 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
 }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
-  PHOTON_SM90A_ASM("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
-  PHOTON_SM90A_ASM("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 // A 4-byte asynchronous copy, and an arrival on `bar` once this thread's earlier asynchronous copies have landed
 // (counted in the barrier's expected arrivals).
 __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  PHOTON_SM90A_ASM("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  PHOTON_SM90A_ASM("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Synchronises the 256 consumer threads only (named barrier 1).
-__device__ __forceinline__ void consumers_sync() { PHOTON_SM90A_ASM("bar.sync 1, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 // ---- warpgroup MMA: A (64 x 16 bf16) from registers, B (16 x N) from shared memory ----
-__device__ __forceinline__ void wgmma_fence() { PHOTON_SM90A_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { PHOTON_SM90A_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() {
-  PHOTON_SM90A_ASM("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Descriptor of a K-major B tile in the 128-byte swizzle TMA writes: rows of 128 bytes, 8-row atoms 1,024 bytes apart
 // (PTX ISA, "Matrix Descriptor Format"); the k16 slice j of a stage starts 32 j bytes in.
 __device__ __forceinline__ uint64_t b_desc(const void* p) {
@@ -123,7 +121,7 @@ __device__ __forceinline__ uint64_t b_desc(const void* p) {
 }
 // clang-format off  (generated operand lists: one line per instruction)
 __device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  PHOTON_SM90A_ASM(
+  asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%"
@@ -136,7 +134,7 @@ __device__ __forceinline__ void wgmma_n64(float (&d)[32], const uint32_t (&a)[4]
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 __device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b) {
-  PHOTON_SM90A_ASM(
+  asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%"
@@ -154,7 +152,7 @@ __device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 __device__ __forceinline__ void wgmma_n256(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-  PHOTON_SM90A_ASM(
+  asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%"
@@ -238,6 +236,8 @@ __device__ __forceinline__ void split_reduce(const uint8_t* ring, int m, int n, 
   }
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
+
+#endif  // PHOTON_W8A16_DEVICE
 
 template <int kTok, bool kF32, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
