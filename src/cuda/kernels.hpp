@@ -119,8 +119,8 @@ W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k);
 bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k);
 /// out[m, n] = x[m, :] . bf16(w[n, :] * scale) for any M (w8a16_gemm.cu, Hopper's wgmma): the widening kernel's
 /// bf16 weights, f32 accumulation, out f32 or bf16 [M, N] (rows N apart), without widening through memory.
-/// `plan` overrides the default cut (benchmarks and tests). Returns false, with nothing launched, where the shape is
-/// not supported or a tensor map cannot be made.
+/// `plan` overrides the default cut (benchmarks and tests). Returns false, with nothing run, where the shape or the
+/// plan is not supported, a tensor map cannot be made or the device refuses the launch.
 bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
                 cudaStream_t s, W8a16GemmPlan plan = {});
 /// Symmetric group-wise int8 of a bf16 weight w [n, k]: the same values as the CPU's cpu::quantize_int8 (scale =

@@ -430,33 +430,27 @@ bool make_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, uint
 }
 
 template <int kTok, bool kF32, bool kSplit>
-void launch_gemm(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k, void* out,
-                 int splits, cudaStream_t s) {
+cudaError_t launch_gemm(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k,
+                        void* out, int splits, cudaStream_t s) {
   auto* kernel = w8a16_gemm_kernel<kTok, kF32, kSplit>;
   constexpr int smem = kStages<kTok> * kStageBytes<kTok> + 1024;  // + alignment slack
   static_assert(kTok * kStageLd<true> * 4 <= kStages<kTok> * kStageBytes<kTok>);
-  static const bool configured =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess;
-  (void)configured;
+  // Above 48 KiB of shared memory needs an opt-in, per device: set it on every launch (a cheap host call).
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   const dim3 grid((n + kRows - 1) / kRows, (m + kTok - 1) / kTok, splits);
-  launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, splits), wmap, xmap, w.scales, w.groups, w.group, n, m, k,
-                  out);
+  return launch_clusters(kernel, grid, kThreads, smem, s, dim3(1, 1, splits), wmap, xmap, w.scales, w.groups, w.group,
+                         n, m, k, out);
 }
 
 template <int kTok>
-void launch_tok(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k, void* out,
-                bool out_f32, int splits, cudaStream_t s) {
+cudaError_t launch_tok(const CUtensorMap& wmap, const CUtensorMap& xmap, const Int8Weights& w, int n, int m, int k,
+                       void* out, bool out_f32, int splits, cudaStream_t s) {
   if (splits > 1) {
-    if (out_f32) {
-      launch_gemm<kTok, true, true>(wmap, xmap, w, n, m, k, out, splits, s);
-    } else {
-      launch_gemm<kTok, false, true>(wmap, xmap, w, n, m, k, out, splits, s);
-    }
-  } else if (out_f32) {
-    launch_gemm<kTok, true, false>(wmap, xmap, w, n, m, k, out, 1, s);
-  } else {
-    launch_gemm<kTok, false, false>(wmap, xmap, w, n, m, k, out, 1, s);
+    return out_f32 ? launch_gemm<kTok, true, true>(wmap, xmap, w, n, m, k, out, splits, s)
+                   : launch_gemm<kTok, false, true>(wmap, xmap, w, n, m, k, out, splits, s);
   }
+  return out_f32 ? launch_gemm<kTok, true, false>(wmap, xmap, w, n, m, k, out, 1, s)
+                 : launch_gemm<kTok, false, false>(wmap, xmap, w, n, m, k, out, 1, s);
 }
 
 }  // namespace
@@ -509,21 +503,27 @@ bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int
   if (!w8a16_gemm_supported(m, n, k, ldx, x, w.group) || reinterpret_cast<uintptr_t>(out) % 16 != 0) return false;
   if (plan.token_tile == 0) plan = w8a16_gemm_plan(m, n, k);
   const int tok = plan.token_tile, splits = std::clamp(plan.splits, 1, std::min(8, k / kStepK));
+  if (tok != 64 && tok != 128 && tok != 256) return false;
   CUtensorMap wmap, xmap;
   if (!make_map(&wmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, w.values, k, n, k, kStepK, kRows, CU_TENSOR_MAP_SWIZZLE_64B) ||
       !make_map(&xmap, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, x, k, m, ldx * 2, kStepK, tok, CU_TENSOR_MAP_SWIZZLE_128B)) {
     return false;
   }
+  cudaError_t err = cudaSuccess;
   switch (tok) {
     case 64:
-      launch_tok<64>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
+      err = launch_tok<64>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
     case 128:
-      launch_tok<128>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
+      err = launch_tok<128>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
     default:
-      launch_tok<256>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
+      err = launch_tok<256>(wmap, xmap, w, n, m, k, out, out_f32, splits, s);
       break;
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // a launch the device refused (e.g. its clusters): nothing ran; the caller widens instead
+    return false;
   }
   return true;
 }
