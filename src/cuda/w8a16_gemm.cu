@@ -6,15 +6,20 @@
 // A block owns 128 weight rows (output features) and `kTok` activation rows (tokens), in three warpgroups:
 // - the first is the producer: one thread streams the weights (a 128 x 64-byte tile, TMA with the 64-byte swizzle)
 //   and the activations (a kTok x 64 bf16 tile, TMA with the 128-byte swizzle that wgmma reads) of each 64-column
-//   step into a ring of stages, each published on a "full" mbarrier by the copy's byte count; the weights of the
-//   first stages are requested before the PDL wait (they are constants);
+//   step into a ring of stages, and one warp copies the step's scales beside them; a stage is published on its
+//   "full" mbarrier by the copies' bytes and the scale warp's arrivals. The weights and scales of the first stages
+//   are requested before the PDL wait (they are constants);
 // - the other two each own 64 weight rows: they read their int8 fragments from shared memory, widen and scale them
 //   in registers (bf16(q * scale), the widening kernel's exact values) into wgmma's A operand, and multiply with the
-//   activation tile as wgmma's B operand (m64 x kTok x 16 per instruction, f32 accumulators in registers), then
-//   free the stage on its "empty" mbarrier. The weights' tensor-core role is A because only A may come from
-//   registers; so the product computed is out^T, and the epilogue transposes it through shared memory into
-//   coalesced rows of out.
+//   activation tile as wgmma's B operand (m64 x kTok x 16 per instruction, f32 accumulators in registers); the next
+//   stage's fragments are widened while the current stage's MMAs run, then the warpgroup frees the stage on its
+//   "empty" mbarrier. The weights' tensor-core role is A because only A may come from registers; so the product
+//   computed is out^T, and the epilogue transposes it through shared memory into coalesced rows of out.
 // The two consumer warpgroups are not kept in step: while one widens a stage's weights the other's MMAs run.
+// Where the grid is too small for the GPU, K is split over a thread block cluster: each block stages its f32 partial
+// tile and the cluster adds them through distributed shared memory (split_reduce). Every block re-reads its token tile
+// at every step, so large grids are bound by that traffic from L2 (docs/performance.md, 2026-12-04, evening), which is
+// why w8a16_gemm_pays leaves large M to widening + cuBLASLt.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
