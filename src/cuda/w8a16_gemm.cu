@@ -26,6 +26,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.hpp"
@@ -366,42 +367,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Epilogue: acc holds out^T for rows r, r + 8 and tokens 8 i + 2 t (+1); stage it as [token][row] in the ring
   // (every stage has been consumed), then write whole rows of out — or, split, stage the f32 partial sums and add
   // the cluster's partials.
-  if constexpr (kSplit) {
-    float* partial = reinterpret_cast<float*>(ring);
-    consumers_sync();
-#pragma unroll
-    for (int i = 0; i < kTok / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        partial[(8 * i + 2 * t + (e & 1)) * kStageLd<true> + r + (e >> 1) * 8] = acc[4 * i + e];
-      }
-    }
-    split_reduce<kTok, kF32>(ring, m, n, row0, tok0, out);
-    return;
-  }
-  using Out = std::conditional_t<kF32, float, uint16_t>;
-  constexpr int ld = kStageLd<kF32>;
-  Out* tile = reinterpret_cast<Out*>(ring);
+  using Staged = std::conditional_t<kF32 || kSplit, float, uint16_t>;
+  constexpr int ld = kStageLd < kF32 || kSplit > ;
+  Staged* tile = reinterpret_cast<Staged*>(ring);
   consumers_sync();
 #pragma unroll
   for (int i = 0; i < kTok / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tok = 8 * i + 2 * t + (e & 1), row = r + (e >> 1) * 8;
-      if constexpr (kF32) {
+      if constexpr (std::is_same_v<Staged, float>) {
         tile[tok * ld + row] = acc[4 * i + e];
       } else {
         tile[tok * ld + row] = f2bf(acc[4 * i + e]);
       }
     }
   }
+  if constexpr (kSplit) {
+    split_reduce<kTok, kF32>(ring, m, n, row0, tok0, out);
+    return;
+  }
   consumers_sync();
-  constexpr int kChunks = kRows * sizeof(Out) / 16;  // 16-byte chunks of a tile row
+  constexpr int kChunks = kRows * sizeof(Staged) / 16;  // 16-byte chunks of a tile row
   const int toks = min(kTok, m - tok0), rows = min(kRows, n - row0);
   for (int c = threadIdx.x - 128; c < toks * kChunks; c += 256) {
-    const int tok = c / kChunks, col = (c % kChunks) * (16 / static_cast<int>(sizeof(Out)));
+    const int tok = c / kChunks, col = (c % kChunks) * (16 / static_cast<int>(sizeof(Staged)));
     if (col >= rows) continue;
-    *reinterpret_cast<uint4*>(static_cast<Out*>(out) + static_cast<int64_t>(tok0 + tok) * n + row0 + col) =
+    *reinterpret_cast<uint4*>(static_cast<Staged*>(out) + static_cast<int64_t>(tok0 + tok) * n + row0 + col) =
         *reinterpret_cast<const uint4*>(tile + tok * ld + col);
   }
 #endif
@@ -496,7 +488,7 @@ W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k) {
   return plan;
 }
 
-bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t /*k*/) {
+bool w8a16_gemm_pays(int64_t m, int64_t n) {
   // Against widening + cuBLASLt, same source: every projection shape up to 64 rows; up to 256 rows the wide ones
   // (q/k/v, gate/up, Llama-3.1-8B's down); beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores' peak and the
   // widening is a small share.
