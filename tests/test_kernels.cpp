@@ -103,7 +103,8 @@ TEST_CASE(
   const auto isa = GENERATE(from_range(available_isas()));
   cpu::set_isa_cap(isa);
   std::mt19937 rng(5 + static_cast<unsigned>(isa));
-  // k not a multiple of the group (a shorter last group), k below one group, and a whole-row group (channel).
+  // k not a multiple of the group (a shorter last group), k below one group, a whole-row group (channel), and prompt
+  // shapes (48 tokens and more: the packed GEMM) whose groups straddle its 256-column blocks.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32},
                                 {3, 200, 9, 64},
                                 {1, 48, 13, 128},
@@ -111,7 +112,8 @@ TEST_CASE(
                                 {70, 96, 5, 32},
                                 {2, 80, 7, 80},
                                 {5, 52, 6, 52},
-                                {60, 300, 19, 32}}) {
+                                {60, 300, 19, 32},
+                                {64, 600, 40, 80}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " path=" << cpu::isa_name(isa));
     std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
     for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0

@@ -294,32 +294,12 @@ PHOTON_AVX2 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, co
     for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = hsum(acc[r][c]) + tail[r][c];
 }
 
-// Int8 weights for prompts: the panel holds the dequantized weights (value x its group's scale, the products the
-// tiles above form), then the same GEMM as bf16 weights.
-PHOTON_AVX2 void pack_panel_i8(const int8_t* w, const float* scales, int64_t group, int64_t groups, int64_t k,
-                               int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
-  for (int64_t r = 0; r < kPanel; ++r) {
-    if (r >= rows) {
-      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = 0.0f;
-      continue;
-    }
-    const int8_t* row = w + (j0 + r) * k;
-    const float* row_scales = scales + (j0 + r) * groups;
-    for (int64_t c = k0; c < k0 + kb;) {  // group by group
-      const int64_t g = c / group;
-      const int64_t end = std::min(k0 + kb, (g + 1) * group);
-      const float scale = row_scales[g];
-      for (; c < end; ++c) packed[(c - k0) * kPanel + r] = static_cast<float>(row[c]) * scale;
-    }
-  }
-}
-
 PHOTON_AVX2 void int8_rows(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                            int64_t group, int64_t n, float* out) {
   const int64_t groups = (k + group - 1) / group;
   if (m >= kPackedMinTokens) {
     return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
-      pack_panel_i8(w, scales, group, groups, k, j0, rows, k0, kb, packed);
+      pack_panel_int8<kPanel>(w, scales, group, groups, k, j0, rows, k0, kb, packed);
     });
   }
   constexpr int64_t kRowChunk = 32;

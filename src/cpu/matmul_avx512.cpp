@@ -2,10 +2,10 @@
 // weight byte is read once per token), so each weight row streams exactly once per block of tokens: a register tile
 // of MT tokens x NT weight rows, with weights widened to f32 in registers (bf16 -> f32 is a 16-bit shift, so the
 // products are exact and match a float32 reference). Int8 weights are widened and multiplied by their group's scale
-// in registers (for one token, each group's sum is scaled instead). Prompts of bf16, f16 or f32 weights (48 tokens and
-// more) take a BLIS-style GEMM over packed panels instead (matmul_packed). Every function here is compiled for AVX-512
-// by its target attribute and reached only through the two entry points at the end. GCC 12 reports false
-// "uninitialized" warnings inside its own AVX-512 intrinsic headers.
+// in registers (for one token, each group's sum is scaled instead). Prompts (48 tokens and more) take a BLIS-style
+// GEMM over packed panels instead (matmul_packed; int8 weights dequantized into the panel). Every function here is
+// compiled for AVX-512 by its target attribute and reached only through the two entry points at the end. GCC 12
+// reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -207,9 +207,10 @@ PHOTON_AVX512 inline void panel_tile(const float* xp, const float* packed, int64
   }
 }
 
-template <int WK>
-PHOTON_AVX512 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, const char* w, size_t w_row_bytes,
-                                 int64_t n, float* out) {
+// pack(j0, rows, k0, kb, packed) widens weight rows [j0, j0 + rows) x columns [k0, k0 + kb) as pack_panel does.
+template <typename PackPanel>
+PHOTON_AVX512 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t ldx, int64_t n, float* out,
+                                 const PackPanel& pack) {
   const int64_t panels = (n + kPanel - 1) / kPanel;
   const int64_t kblocks = (k + kPackK - 1) / kPackK;
   const int64_t max_tiles = ((m < kPackTokens ? m : kPackTokens) + kMR - 1) / kMR;
@@ -234,7 +235,7 @@ PHOTON_AVX512 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t l
         const int64_t cols = n - j0 < kPanel ? n - j0 : kPanel;
         for (int64_t b = 0; b < kblocks; ++b) {
           const int64_t k0 = b * kPackK, kb = k - k0 < kPackK ? k - k0 : kPackK;
-          pack_panel<WK>(w, w_row_bytes, j0, cols, k0, kb, packed);
+          pack(j0, cols, k0, kb, packed);
           for (int64_t t = 0; t < tiles; ++t) {
             panel_tile(tile_at(b, t), packed, kb, out + (i0 + t * kMR) * n + j0, n, mb - t * kMR, cols, b > 0);
           }
@@ -330,6 +331,11 @@ PHOTON_AVX512 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, 
 PHOTON_AVX512 void int8_rows(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                              int64_t group, int64_t n, float* out) {
   const int64_t groups = (k + group - 1) / group;
+  if (m >= kPackedMinTokens) {
+    return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
+      pack_panel_int8<kPanel>(w, scales, group, groups, k, j0, rows, k0, kb, packed);
+    });
+  }
   constexpr int64_t kRowChunk = 32;
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
   for (int64_t i0 = 0; i0 < m; i0 += kTokenBlock) {
@@ -359,7 +365,11 @@ template <int WK>
 PHOTON_AVX512 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
   const size_t w_row_bytes = static_cast<size_t>(k) * (WK == kWF32 ? 4 : 2);
   const auto* wb = static_cast<const char*>(w);
-  if (m >= kPackedMinTokens) return matmul_packed<WK>(x, m, k, ldx, wb, w_row_bytes, n, out);
+  if (m >= kPackedMinTokens) {
+    return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
+      pack_panel<WK>(wb, w_row_bytes, j0, rows, k0, kb, packed);
+    });
+  }
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.
   constexpr int64_t kRowChunk = 32;
   const int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
