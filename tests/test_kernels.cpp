@@ -104,7 +104,8 @@ TEST_CASE(
   cpu::set_isa_cap(isa);
   std::mt19937 rng(5 + static_cast<unsigned>(isa));
   // k not a multiple of the group (a shorter last group), k below one group, a whole-row group (channel), and prompt
-  // shapes (48 tokens and more: the packed GEMM) whose groups straddle its 256-column blocks.
+  // shapes (48 tokens and more: the packed GEMM, whole panels through the transposing packer) whose groups straddle
+  // its column blocks (128 columns on the AVX-512 path, 256 on AVX2) and whose last columns are no multiple of 16.
   for (auto [m, k, n, group] : {std::tuple{1, 64, 8, 32},
                                 {3, 200, 9, 64},
                                 {1, 48, 13, 128},

@@ -2,6 +2,8 @@
 // instruction set; each may only be called when cpu::active_isa() is at least its set. Weights f32, f16 or bf16.
 #pragma once
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -11,6 +13,38 @@ namespace photon::cpu::detail {
 
 /// Tokens per outer block: keeps a block of x in L2 while the weights stream past it once.
 constexpr int64_t kTokenBlock = 64;
+
+/// 16 rows x 16 columns of int8 values (row r at src + r * stride) transposed in registers: byte r of out[c] is row
+/// r's column c. SSE2 only, so every vector path can inline it.
+inline void transpose_16x16_i8(const int8_t* src, int64_t stride, __m128i out[16]) {
+  __m128i a[16];
+  for (int r = 0; r < 16; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
+  // Each stage doubles the rows a lane holds: pairs[p][h]'s 16-bit lane j is column 8h + j of rows 2p, 2p + 1;
+  // quads[q][t]'s 32-bit lane j is column 4t + j of rows 4q..4q + 3; octs[s][e]'s 64-bit lane j is column 2e + j of
+  // rows 8s..8s + 7.
+  __m128i pairs[8][2], quads[4][4], octs[2][8];
+  for (int p = 0; p < 8; ++p) {
+    pairs[p][0] = _mm_unpacklo_epi8(a[2 * p], a[2 * p + 1]);
+    pairs[p][1] = _mm_unpackhi_epi8(a[2 * p], a[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q)
+    for (int h = 0; h < 2; ++h) {
+      quads[q][2 * h] = _mm_unpacklo_epi16(pairs[2 * q][h], pairs[2 * q + 1][h]);
+      quads[q][2 * h + 1] = _mm_unpackhi_epi16(pairs[2 * q][h], pairs[2 * q + 1][h]);
+    }
+  for (int o = 0; o < 2; ++o)
+    for (int t = 0; t < 4; ++t) {
+      octs[o][2 * t] = _mm_unpacklo_epi32(quads[2 * o][t], quads[2 * o + 1][t]);
+      octs[o][2 * t + 1] = _mm_unpackhi_epi32(quads[2 * o][t], quads[2 * o + 1][t]);
+    }
+  for (int e = 0; e < 8; ++e) {
+    out[2 * e] = _mm_unpacklo_epi64(octs[0][e], octs[1][e]);
+    out[2 * e + 1] = _mm_unpackhi_epi64(octs[0][e], octs[1][e]);
+  }
+}
+
+/// Whether pack_panel_int8's 16 x 16 blocks apply: every 16 columns from a multiple of 16 lie in one group.
+inline bool int8_blocks_in_groups(int64_t group, int64_t k) { return group % 16 == 0 || group >= k; }
 
 /// The prompt GEMMs' panel of int8 weights: rows [j0, j0 + rows) x columns [k0, k0 + kb) of `w` ([n, k] values with
 /// `groups` scales a row, `group` columns each) dequantized (value x its group's scale, the f32 products the
