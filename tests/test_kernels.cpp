@@ -77,7 +77,8 @@ TEST_CASE("matmul matches a double reference for every weight dtype, odd sizes a
                          {17, 576, 48},
                          {50, 300, 19},
                          {520, 40, 17},
-                         {60, 200, 9}}) {
+                         {60, 200, 9},
+                         {64, 301, 64}}) {
     const auto x = random_floats(static_cast<size_t>(m * k), rng);
     std::vector<float> w_rounded;
     const auto w = encode(random_floats(static_cast<size_t>(n * k), rng), dtype, w_rounded);

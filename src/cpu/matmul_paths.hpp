@@ -43,6 +43,29 @@ inline void transpose_16x16_i8(const int8_t* src, int64_t stride, __m128i out[16
   }
 }
 
+/// 8 rows x 8 columns of 16-bit values (row r at src + r * stride elements) transposed in registers: 16-bit lane r
+/// of out[c] is row r's column c. SSE2 only, as transpose_16x16_i8.
+inline void transpose_8x8_u16(const uint16_t* src, int64_t stride, __m128i out[8]) {
+  __m128i a[8];
+  for (int r = 0; r < 8; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
+  // pairs[p][h]'s 32-bit lane j is column 4h + j of rows 2p, 2p + 1; quads[q][t]'s 64-bit lane j is column 2t + j of
+  // rows 4q..4q + 3.
+  __m128i pairs[4][2], quads[2][4];
+  for (int p = 0; p < 4; ++p) {
+    pairs[p][0] = _mm_unpacklo_epi16(a[2 * p], a[2 * p + 1]);
+    pairs[p][1] = _mm_unpackhi_epi16(a[2 * p], a[2 * p + 1]);
+  }
+  for (int q = 0; q < 2; ++q)
+    for (int h = 0; h < 2; ++h) {
+      quads[q][2 * h] = _mm_unpacklo_epi32(pairs[2 * q][h], pairs[2 * q + 1][h]);
+      quads[q][2 * h + 1] = _mm_unpackhi_epi32(pairs[2 * q][h], pairs[2 * q + 1][h]);
+    }
+  for (int t = 0; t < 4; ++t) {
+    out[2 * t] = _mm_unpacklo_epi64(quads[0][t], quads[1][t]);
+    out[2 * t + 1] = _mm_unpackhi_epi64(quads[0][t], quads[1][t]);
+  }
+}
+
 /// Whether pack_panel_int8's 16 x 16 blocks apply: every 16 columns from a multiple of 16 lie in one group.
 inline bool int8_blocks_in_groups(int64_t group, int64_t k) { return group % 16 == 0 || group >= k; }
 
