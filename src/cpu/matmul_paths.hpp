@@ -18,26 +18,26 @@ constexpr int64_t kTokenBlock = 64;
 /// r's column c. SSE2 only, so every vector path can inline it.
 inline void transpose_16x16_i8(const int8_t* src, int64_t stride, __m128i out[16]) {
   __m128i a[16];
-  for (int r = 0; r < 16; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
+  for (int64_t r = 0; r < 16; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
   // Each stage doubles the rows a lane holds: pairs[p][h]'s 16-bit lane j is column 8h + j of rows 2p, 2p + 1;
   // quads[q][t]'s 32-bit lane j is column 4t + j of rows 4q..4q + 3; octs[s][e]'s 64-bit lane j is column 2e + j of
   // rows 8s..8s + 7.
   __m128i pairs[8][2], quads[4][4], octs[2][8];
-  for (int p = 0; p < 8; ++p) {
+  for (int64_t p = 0; p < 8; ++p) {
     pairs[p][0] = _mm_unpacklo_epi8(a[2 * p], a[2 * p + 1]);
     pairs[p][1] = _mm_unpackhi_epi8(a[2 * p], a[2 * p + 1]);
   }
-  for (int q = 0; q < 4; ++q)
-    for (int h = 0; h < 2; ++h) {
+  for (int64_t q = 0; q < 4; ++q)
+    for (int64_t h = 0; h < 2; ++h) {
       quads[q][2 * h] = _mm_unpacklo_epi16(pairs[2 * q][h], pairs[2 * q + 1][h]);
       quads[q][2 * h + 1] = _mm_unpackhi_epi16(pairs[2 * q][h], pairs[2 * q + 1][h]);
     }
-  for (int o = 0; o < 2; ++o)
-    for (int t = 0; t < 4; ++t) {
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t t = 0; t < 4; ++t) {
       octs[o][2 * t] = _mm_unpacklo_epi32(quads[2 * o][t], quads[2 * o + 1][t]);
       octs[o][2 * t + 1] = _mm_unpackhi_epi32(quads[2 * o][t], quads[2 * o + 1][t]);
     }
-  for (int e = 0; e < 8; ++e) {
+  for (int64_t e = 0; e < 8; ++e) {
     out[2 * e] = _mm_unpacklo_epi64(octs[0][e], octs[1][e]);
     out[2 * e + 1] = _mm_unpackhi_epi64(octs[0][e], octs[1][e]);
   }
@@ -47,20 +47,20 @@ inline void transpose_16x16_i8(const int8_t* src, int64_t stride, __m128i out[16
 /// of out[c] is row r's column c. SSE2 only, as transpose_16x16_i8.
 inline void transpose_8x8_u16(const uint16_t* src, int64_t stride, __m128i out[8]) {
   __m128i a[8];
-  for (int r = 0; r < 8; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
+  for (int64_t r = 0; r < 8; ++r) a[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * stride));
   // pairs[p][h]'s 32-bit lane j is column 4h + j of rows 2p, 2p + 1; quads[q][t]'s 64-bit lane j is column 2t + j of
   // rows 4q..4q + 3.
   __m128i pairs[4][2], quads[2][4];
-  for (int p = 0; p < 4; ++p) {
+  for (int64_t p = 0; p < 4; ++p) {
     pairs[p][0] = _mm_unpacklo_epi16(a[2 * p], a[2 * p + 1]);
     pairs[p][1] = _mm_unpackhi_epi16(a[2 * p], a[2 * p + 1]);
   }
-  for (int q = 0; q < 2; ++q)
-    for (int h = 0; h < 2; ++h) {
+  for (int64_t q = 0; q < 2; ++q)
+    for (int64_t h = 0; h < 2; ++h) {
       quads[q][2 * h] = _mm_unpacklo_epi32(pairs[2 * q][h], pairs[2 * q + 1][h]);
       quads[q][2 * h + 1] = _mm_unpackhi_epi32(pairs[2 * q][h], pairs[2 * q + 1][h]);
     }
-  for (int t = 0; t < 4; ++t) {
+  for (int64_t t = 0; t < 4; ++t) {
     out[2 * t] = _mm_unpacklo_epi64(quads[0][t], quads[1][t]);
     out[2 * t + 1] = _mm_unpackhi_epi64(quads[0][t], quads[1][t]);
   }
