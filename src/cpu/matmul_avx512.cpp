@@ -157,8 +157,8 @@ PHOTON_AVX512 inline float load_w1(const void* base, int64_t i) {
   }
 }
 
-// bf16 and f16 weights of whole panels go 8 rows x 8 columns at a time through a transpose in registers (the scalar
-// loop's strided stores took ~40% of a 48-token GEMM); f32 weights, a partial panel and the last columns one by one.
+// Whole panels of bf16 and f16 weights through pack_panel_16bit's transposes; f32 weights, a partial panel and the
+// last columns one by one.
 template <int WK>
 PHOTON_AVX512 void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int64_t rows, int64_t k0, int64_t kb,
                               float* packed) {
@@ -166,18 +166,7 @@ PHOTON_AVX512 void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int
   if constexpr (WK == kWBF16 || WK == kWF16) {
     if (rows == kPanel) {
       done = kb / 8 * 8;
-      for (int64_t r0 = 0; r0 < kPanel; r0 += 8) {
-        const auto* base = reinterpret_cast<const uint16_t*>(w + static_cast<size_t>(j0 + r0) * w_row_bytes) + k0;
-        for (int64_t c = 0; c < done; c += 8) {
-          __m128i cols[8];
-          transpose_8x8_u16(base + c, static_cast<int64_t>(w_row_bytes / 2), cols);
-          for (int cc = 0; cc < 8; ++cc) {
-            const __m256 v = WK == kWF16 ? _mm256_cvtph_ps(cols[cc])
-                                         : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(cols[cc]), 16));
-            _mm256_store_ps(packed + (c + cc) * kPanel + r0, v);
-          }
-        }
-      }
+      pack_panel_16bit<kPanel, WK == kWF16>(w, w_row_bytes, j0, k0, done, packed);
     }
   }
   for (int64_t r = 0; r < kPanel; ++r) {
