@@ -305,10 +305,12 @@ TEST_CASE("rope rotates halves by position-dependent angles") {
 TEST_CASE("paged attention matches dense causal GQA attention on every path") {
   const auto kv_dtype = GENERATE(DType::kF32, DType::kBF16);
   const auto isa = GENERATE(from_range(available_isas()));
+  // 64 and 128 take the kernel's compiled-in head dimensions; 12 its general form.
+  const int hd = GENERATE(12, 64, 128);
   cpu::set_isa_cap(isa);
-  INFO("path=" << cpu::isa_name(isa));
+  INFO("path=" << cpu::isa_name(isa) << " head_dim=" << hd);
   std::mt19937 rng(kv_dtype == DType::kF32 ? 21 : 22);
-  const int heads = 6, kv_heads = 2, hd = 12, bs = 4, num_blocks = 64;
+  const int heads = 6, kv_heads = 2, bs = 4, num_blocks = 64;
   // A fresh prompt, a prompt chunk after cached context, a single decode token, and a long chunk (several query
   // tiles of 16 and key blocks of 64, the last ones partly visible).
   const std::vector<int32_t> ctx = {7, 13, 22, 150};

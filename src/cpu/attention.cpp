@@ -2,7 +2,9 @@
 // sequence and every query head of one KV head walk the visible keys in blocks with an online softmax in f32, so
 // each key and value is widened once per job for all its rows and no score matrix is formed.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "cpu/isa.hpp"
@@ -20,12 +22,31 @@ inline float load(const T* p, int64_t i) {
   }
 }
 
+// e^x for the softmax's x <= 0, written so that a loop of them vectorises (std::exp does not): 2^n e^r with n the
+// nearest integer to x / ln 2 (by the 1.5 * 2^23 rounding trick), r = x - n ln 2 in two parts, and Cephes' degree-6
+// polynomial for e^r on [-ln 2 / 2, ln 2 / 2] (within 2 ulp of std::exp). x below -87 (where e^x is denormal or
+// less, against the row maximum's e^0 = 1) gives e^-87.
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r -= n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
 constexpr int64_t kQueryTile = 16;  // query tokens of one sequence per job
 constexpr int64_t kKeyBlock = 64;   // keys widened to f32 at once
 
 // A thread's buffers, sized for the largest job.
 struct Scratch {
-  std::vector<float> keys, values;  // [kKeyBlock, head_dim]
+  std::vector<float> keys, values;  // [head_dim, kKeyBlock] (transposed), [kKeyBlock, head_dim]
   std::vector<float> scores;        // [rows, kKeyBlock]
   std::vector<float> max, sum;      // [rows]
   std::vector<float> acc;           // [rows, head_dim]
@@ -36,10 +57,12 @@ struct Scratch {
 // the running sum of exp(score - maximum) and the weighted sum of values, rescaled when the maximum grows (no full
 // score matrix). The loops over head_dim are written for the vectoriser (one simd reduction, one simd update);
 // the caller compiles this body for each instruction set.
-template <typename T>
+// HD > 0 fixes the head dimension at compile time (the common ones), so a row's output stays in registers while the
+// keys go by; 0 reads it from kv.
+template <typename T, int64_t HD>
 inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out, int32_t s,
                            int64_t kvh, int64_t t0, int64_t t1, Scratch& w) {
-  const int64_t hd = kv.head_dim, bs = kv.block_size, kv_heads = kv.num_kv_heads;
+  const int64_t hd = HD > 0 ? HD : kv.head_dim, bs = kv.block_size, kv_heads = kv.num_kv_heads;
   const int64_t group = heads / kv_heads, row_width = heads * hd;
   const int64_t q_len = kv.query_start[s + 1] - kv.query_start[s];
   const int64_t first_pos = kv.seq_lens[s] - q_len - kv.query_start[s];  // position of token t = first_pos + t
@@ -58,28 +81,35 @@ inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, flo
   const int64_t last = first_pos + t1 - 1;  // the last key any row sees
   for (int64_t j0 = 0; j0 <= last; j0 += kKeyBlock) {
     const int64_t jn = std::min(kKeyBlock, last + 1 - j0);
+    // Keys transposed ([d][key], so a row's scores are multiply-adds across keys, with no horizontal sums), values
+    // as they are; keys past jn are zeros.
     for (int64_t jj = 0; jj < jn; ++jj) {
       const int64_t j = j0 + jj;
       const T* kp = cache + blocks[j / bs] * block_stride + (kvh * bs + j % bs) * hd;
       const T* vp = kp + v_offset;
       for (int64_t d = 0; d < hd; ++d) {
-        kbuf[jj * hd + d] = load(kp, d);
+        kbuf[d * kKeyBlock + jj] = load(kp, d);
         vbuf[jj * hd + d] = load(vp, d);
       }
     }
+    for (int64_t jj = jn; jj < kKeyBlock; ++jj)
+      for (int64_t d = 0; d < hd; ++d) kbuf[d * kKeyBlock + jj] = 0.0f;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t t = t0 + r / group, h = kvh * group + r % group;
       const int64_t visible = std::min(jn, first_pos + t - j0 + 1);
       if (visible <= 0) continue;
       const float* qv = q + t * row_width + h * hd;
-      float* sc = w.scores.data() + r * kKeyBlock;
+      alignas(64) float sc[kKeyBlock] = {};
+      for (int64_t d = 0; d < hd; ++d) {
+        const float qd = qv[d];
+        const float* kd = kbuf + d * kKeyBlock;
+#pragma omp simd
+        for (int64_t jj = 0; jj < kKeyBlock; ++jj) sc[jj] += qd * kd[jj];
+      }
       float block_max = -INFINITY;
+#pragma omp simd reduction(max : block_max)
       for (int64_t jj = 0; jj < visible; ++jj) {
-        const float* kr = kbuf + jj * hd;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kr[d];
-        sc[jj] = dot * scale;
+        sc[jj] *= scale;
         block_max = std::max(block_max, sc[jj]);
       }
       float& m = w.max[static_cast<size_t>(r)];
@@ -93,12 +123,30 @@ inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, flo
         for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
       }
       m = m_new;
+      float block_sum = 0.0f;
+#pragma omp simd reduction(+ : block_sum)
       for (int64_t jj = 0; jj < visible; ++jj) {
-        const float p = std::exp(sc[jj] - m_new);
-        l += p;
-        const float* vr = vbuf + jj * hd;
+        sc[jj] = exp_nonpositive(sc[jj] - m_new);
+        block_sum += sc[jj];
+      }
+      l += block_sum;
+      if constexpr (HD > 0) {
+        alignas(64) float a[HD];
+        for (int64_t d = 0; d < HD; ++d) a[d] = acc[d];
+        for (int64_t jj = 0; jj < visible; ++jj) {
+          const float p = sc[jj];
+          const float* vr = vbuf + jj * HD;
 #pragma omp simd
-        for (int64_t d = 0; d < hd; ++d) acc[d] += p * vr[d];
+          for (int64_t d = 0; d < HD; ++d) a[d] += p * vr[d];
+        }
+        for (int64_t d = 0; d < HD; ++d) acc[d] = a[d];
+      } else {
+        for (int64_t jj = 0; jj < visible; ++jj) {
+          const float p = sc[jj];
+          const float* vr = vbuf + jj * hd;
+#pragma omp simd
+          for (int64_t d = 0; d < hd; ++d) acc[d] += p * vr[d];
+        }
       }
     }
   }
@@ -112,32 +160,39 @@ inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, flo
 }
 
 // The tile compiled for each path (flatten inlines the body, so its loops are vectorised for the target).
-template <typename T>
+template <typename T, int64_t HD>
 __attribute__((target("avx512f,avx512bw,avx512vl,fma"), flatten)) void tile_avx512(const float* q, int64_t heads,
                                                                                    const PagedKv& kv, float scale,
                                                                                    float* out, int32_t s, int64_t kvh,
                                                                                    int64_t t0, int64_t t1, Scratch& w) {
-  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+  attention_tile<T, HD>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
 }
-template <typename T>
+template <typename T, int64_t HD>
 __attribute__((target("avx2,fma,f16c"), flatten)) void tile_avx2(const float* q, int64_t heads, const PagedKv& kv,
                                                                  float scale, float* out, int32_t s, int64_t kvh,
                                                                  int64_t t0, int64_t t1, Scratch& w) {
-  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+  attention_tile<T, HD>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
 }
-template <typename T>
+template <typename T, int64_t HD>
 void tile_portable(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out, int32_t s, int64_t kvh,
                    int64_t t0, int64_t t1, Scratch& w) {
-  attention_tile<T>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
+  attention_tile<T, HD>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
 }
 
 // Jobs: (sequence, query tile of kQueryTile tokens, KV head), spread dynamically over threads (their costs differ
 // with the context each tile sees).
+template <typename T, int64_t HD>
+auto tile_for_isa() {
+  return active_isa() >= Isa::kAvx512 ? &tile_avx512<T, HD>
+         : active_isa() == Isa::kAvx2 ? &tile_avx2<T, HD>
+                                      : &tile_portable<T, HD>;
+}
+
 template <typename T>
 void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
-  const auto tile = active_isa() >= Isa::kAvx512 ? &tile_avx512<T>
-                    : active_isa() == Isa::kAvx2 ? &tile_avx2<T>
-                                                 : &tile_portable<T>;
+  const auto tile = kv.head_dim == 64    ? tile_for_isa<T, 64>()
+                    : kv.head_dim == 128 ? tile_for_isa<T, 128>()
+                                         : tile_for_isa<T, 0>();
   const int64_t kv_heads = kv.num_kv_heads, group = heads / kv_heads, hd = kv.head_dim;
   std::vector<int64_t> job_start = {0};  // jobs of sequence s: [job_start[s], job_start[s + 1])
   for (int32_t s = 0; s < kv.num_seqs; ++s) {
