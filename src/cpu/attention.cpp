@@ -1,6 +1,8 @@
 // Causal grouped-query attention over a paged KV cache (CPU), flash-style: jobs of up to 16 query tokens of one
 // sequence and every query head of one KV head walk the visible keys in blocks with an online softmax in f32, so
-// each key and value is widened once per job for all its rows and no score matrix is formed.
+// each key and value is widened once per job for all its rows and no score matrix is formed. Each block's keys are
+// stored transposed, so a row's scores are multiply-adds across keys rather than dot products ending in horizontal
+// sums.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -49,7 +51,6 @@ constexpr int64_t kKeyBlock = 64;   // keys widened to f32 at once
 // A thread's buffers, sized for the largest job.
 struct Scratch {
   std::vector<float> keys, values;  // [head_dim, kKeyBlock] (transposed), [kKeyBlock, head_dim]
-  std::vector<float> scores;        // [rows, kKeyBlock]
   std::vector<float> max, sum;      // [rows]
   std::vector<float> acc;           // [rows, head_dim]
 };
@@ -57,10 +58,10 @@ struct Scratch {
 // One job: query tokens [t0, t1) of sequence s, every query head of KV head kvh (rows = tokens x group), flash-style:
 // the visible keys go by in blocks of kKeyBlock, widened to f32 once for all rows; each row keeps a running maximum,
 // the running sum of exp(score - maximum) and the weighted sum of values, rescaled when the maximum grows (no full
-// score matrix). The loops over head_dim are written for the vectoriser (one simd reduction, one simd update);
-// the caller compiles this body for each instruction set.
-// HD > 0 fixes the head dimension at compile time (the common ones), so a row's output stays in registers while the
-// keys go by; 0 reads it from kv.
+// score matrix). The loops are written for the vectoriser (across keys for the scores, the softmax and its
+// reductions; across head_dim for the values); the caller compiles this body for each instruction set. HD > 0 fixes
+// the head dimension at compile time (the common ones), so a row's output stays in registers while the keys go by;
+// 0 reads it from kv.
 template <typename T, int64_t HD>
 inline void attention_tile(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out, int32_t s,
                            int64_t kvh, int64_t t0, int64_t t1, Scratch& w) {
@@ -181,8 +182,6 @@ void tile_portable(const float* q, int64_t heads, const PagedKv& kv, float scale
   attention_tile<T, HD>(q, heads, kv, scale, out, s, kvh, t0, t1, w);
 }
 
-// Jobs: (sequence, query tile of kQueryTile tokens, KV head), spread dynamically over threads (their costs differ
-// with the context each tile sees).
 template <typename T, int64_t HD>
 auto tile_for_isa() {
   return active_isa() >= Isa::kAvx512 ? &tile_avx512<T, HD>
@@ -190,6 +189,8 @@ auto tile_for_isa() {
                                       : &tile_portable<T, HD>;
 }
 
+// Jobs: (sequence, query tile of kQueryTile tokens, KV head), spread dynamically over threads (their costs differ
+// with the context each tile sees).
 template <typename T>
 void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out) {
   const auto tile = kv.head_dim == 64    ? tile_for_isa<T, 64>()
@@ -207,7 +208,6 @@ void attention_impl(const float* q, int64_t heads, const PagedKv& kv, float scal
     Scratch w;
     w.keys.resize(static_cast<size_t>(kKeyBlock * hd));
     w.values.resize(static_cast<size_t>(kKeyBlock * hd));
-    w.scores.resize(static_cast<size_t>(kQueryTile * group * kKeyBlock));
     w.max.resize(static_cast<size_t>(kQueryTile * group));
     w.sum.resize(static_cast<size_t>(kQueryTile * group));
     w.acc.resize(static_cast<size_t>(kQueryTile * group * hd));
