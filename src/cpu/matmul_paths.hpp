@@ -91,9 +91,10 @@ __attribute__((target("avx2,f16c"))) inline void pack_panel_16bit(const char* w,
 /// Whether pack_panel_int8's 16 x 16 blocks apply: every 16 columns from a multiple of 16 lie in one group.
 inline bool int8_blocks_in_groups(int64_t group, int64_t k) { return group % 16 == 0 || group >= k; }
 
-/// The prompt GEMMs' panel of int8 weights: rows [j0, j0 + rows) x columns [k0, k0 + kb) of `w` ([n, k] values with
-/// `groups` scales a row, `group` columns each) dequantized (value x its group's scale, the f32 products the
-/// dot-product tiles form) into packed[kk * Panel + r], zeros in rows past `rows` (rows <= Panel).
+/// The prompt GEMMs' panel of int8 weights, one value at a time: rows [j0, j0 + rows) x columns [k0, k0 + kb) of `w`
+/// ([n, k] values with `groups` scales a row, `group` columns each) dequantized (value x its group's scale, the f32
+/// products the dot-product tiles form) into packed[kk * Panel + r], zeros in rows past `rows` (rows <= Panel). The
+/// vector paths' packers use it for partial panels and the columns their 16 x 16 transposes leave.
 template <int64_t Panel>
 inline void pack_panel_int8(const int8_t* w, const float* scales, int64_t group, int64_t groups, int64_t k, int64_t j0,
                             int64_t rows, int64_t k0, int64_t kb, float* packed) {
