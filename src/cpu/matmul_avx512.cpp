@@ -337,35 +337,12 @@ PHOTON_AVX512 inline void tile_i8(const float* x, int64_t ldx, const int8_t* w, 
     for (int c = 0; c < NT; ++c) out[r * ldo + j0 + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
 
-// Int8 weights for prompts: pack_panel_int8's panel, 16 rows x 16 columns at a time through a transpose in registers
-// (the scalar form's strided stores took ~40% of a 48-token GEMM); a partial panel and the last columns stay scalar.
-PHOTON_AVX512 void pack_panel_i8(const int8_t* w, const float* scales, int64_t group, int64_t groups, int64_t k,
-                                 int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
-  const int64_t kb16 = rows == kPanel && int8_blocks_in_groups(group, k) ? kb / 16 * 16 : 0;
-  for (int64_t r0 = 0; r0 < kPanel && kb16 > 0; r0 += 16) {
-    for (int64_t c = 0; c < kb16; c += 16) {
-      const int64_t g = (k0 + c) / group;
-      alignas(64) float s[16];
-      for (int r = 0; r < 16; ++r) s[r] = scales[(j0 + r0 + r) * groups + g];
-      const __m512 scale = _mm512_load_ps(s);
-      __m128i cols[16];
-      transpose_16x16_i8(w + (j0 + r0) * k + k0 + c, k, cols);
-      for (int cc = 0; cc < 16; ++cc) {
-        _mm512_store_ps(packed + (c + cc) * kPanel + r0,
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(cols[cc])), scale));
-      }
-    }
-  }
-  if (kb16 < kb)
-    pack_panel_int8<kPanel>(w, scales, group, groups, k, j0, rows, k0 + kb16, kb - kb16, packed + kb16 * kPanel);
-}
-
 PHOTON_AVX512 void int8_rows(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                              int64_t group, int64_t n, float* out) {
   const int64_t groups = (k + group - 1) / group;
   if (m >= kPackedMinTokens) {
     return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
-      pack_panel_i8(w, scales, group, groups, k, j0, rows, k0, kb, packed);
+      pack_panel_int8<kPanel>(w, scales, group, groups, k, j0, rows, k0, kb, packed);
     });
   }
   constexpr int64_t kRowChunk = 32;
