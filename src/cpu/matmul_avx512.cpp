@@ -20,8 +20,6 @@ namespace {
 
 #define PHOTON_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 
-enum WeightKind { kWF32, kWF16, kWBF16 };
-
 template <int WK>
 PHOTON_AVX512 inline __m512 load_w(const void* base, int64_t i) {
   if constexpr (WK == kWF32) {
@@ -142,51 +140,6 @@ constexpr int64_t kPanel = 32, kPackK = 128, kMR = 12;
 constexpr int64_t kPackTokens = 516;      // tokens whose activations are copied at once (43 tiles)
 constexpr int64_t kPackedMinTokens = 48;  // below, widening a panel costs more than the tiles save
 
-// One weight as f32.
-template <int WK>
-PHOTON_AVX512 inline float load_w1(const void* base, int64_t i) {
-  if constexpr (WK == kWF32) {
-    return static_cast<const float*>(base)[i];
-  } else if constexpr (WK == kWF16) {
-    return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
-  } else {
-    const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
-    float f = 0.0f;
-    std::memcpy(&f, &bits, sizeof(f));
-    return f;
-  }
-}
-
-// Whole panels of bf16 and f16 weights through pack_panel_16bit's transposes; f32 weights, a partial panel and the
-// last columns one by one.
-template <int WK>
-PHOTON_AVX512 void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int64_t rows, int64_t k0, int64_t kb,
-                              float* packed) {
-  int64_t done = 0;  // columns [0, done) packed by the transposes
-  if constexpr (WK == kWBF16 || WK == kWF16) {
-    if (rows == kPanel) {
-      done = kb / 8 * 8;
-      pack_panel_16bit<kPanel, WK == kWF16>(w, w_row_bytes, j0, k0, done, packed);
-    }
-  }
-  for (int64_t r = 0; r < kPanel; ++r) {
-    if (r >= rows) {
-      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * kPanel + r] = 0.0f;
-      continue;
-    }
-    const void* row = w + static_cast<size_t>(j0 + r) * w_row_bytes;
-    for (int64_t kk = done; kk < kb; ++kk) packed[kk * kPanel + r] = load_w1<WK>(row, k0 + kk);
-  }
-}
-
-// Tokens [t0, t0 + kMR) of x (zeros past m), columns [k0, k0 + kb): xp[kk * kMR + r].
-PHOTON_AVX512 void pack_tokens(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t k0, int64_t kb, float* xp) {
-  for (int64_t r = 0; r < kMR; ++r) {
-    const float* row = x + (t0 + r) * ldx + k0;
-    for (int64_t kk = 0; kk < kb; ++kk) xp[kk * kMR + r] = t0 + r < m ? row[kk] : 0.0f;
-  }
-}
-
 PHOTON_AVX512 inline void panel_tile(const float* xp, const float* packed, int64_t kb, float* out, int64_t ldo,
                                      int64_t rows, int64_t cols, bool accumulate) {
   __m512 lo[kMR], hi[kMR];
@@ -235,7 +188,7 @@ PHOTON_AVX512 void matmul_packed(const float* x, int64_t m, int64_t k, int64_t l
 #pragma omp for schedule(static)
       for (int64_t bt = 0; bt < kblocks * tiles; ++bt) {
         const int64_t b = bt / tiles, t = bt % tiles, k0 = b * kPackK;
-        pack_tokens(x + i0 * ldx, ldx, mb, t * kMR, k0, k - k0 < kPackK ? k - k0 : kPackK, tile_at(b, t));
+        pack_tokens<kMR>(x + i0 * ldx, ldx, mb, t * kMR, k0, k - k0 < kPackK ? k - k0 : kPackK, tile_at(b, t));
       }
       // Each panel's output (mb x 32) stays in cache while its column blocks are summed into it.
 #pragma omp for schedule(static)
@@ -376,7 +329,7 @@ PHOTON_AVX512 void matmul_wk(const float* x, int64_t m, int64_t k, int64_t ldx, 
   const auto* wb = static_cast<const char*>(w);
   if (m >= kPackedMinTokens) {
     return matmul_packed(x, m, k, ldx, n, out, [&](int64_t j0, int64_t rows, int64_t k0, int64_t kb, float* packed) {
-      pack_panel<WK>(wb, w_row_bytes, j0, rows, k0, kb, packed);
+      pack_panel<kPanel, WK>(wb, w_row_bytes, j0, rows, k0, kb, packed);
     });
   }
   // Chunks of 32 weight rows spread evenly over threads; each chunk runs every token of the block.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.hpp"
 
@@ -13,6 +14,25 @@ namespace photon::cpu::detail {
 
 /// Tokens per outer block: keeps a block of x in L2 while the weights stream past it once.
 constexpr int64_t kTokenBlock = 64;
+
+/// How a float weight matrix stores its values (the WK parameter of the paths' templates).
+enum WeightKind { kWF32, kWF16, kWBF16 };
+
+/// Weight i of `base` (stored as WK) as f32, for the columns past the last vector. Compiled for AVX2 and F16C, so
+/// only the AVX2 and AVX-512 paths may call it.
+template <int WK>
+__attribute__((target("avx2,f16c"))) inline float load_w1(const void* base, int64_t i) {
+  if constexpr (WK == kWF32) {
+    return static_cast<const float*>(base)[i];
+  } else if constexpr (WK == kWF16) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
+  } else {
+    const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
+    float f = 0.0f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+}
 
 /// 16 rows x 16 columns of int8 values (row r at src + r * stride) transposed in registers: byte r of out[c] is row
 /// r's column c. SSE2 only, so every vector path can inline it.
@@ -85,6 +105,41 @@ __attribute__((target("avx2,f16c"))) inline void pack_panel_16bit(const char* w,
         _mm256_store_ps(packed + (c + cc) * Panel + r0, v);
       }
     }
+  }
+}
+
+/// The prompt GEMMs' panel of float weights (stored as WK): rows [j0, j0 + rows) x columns [k0, k0 + kb) of rows
+/// w_row_bytes apart, widened to f32 into packed[kk * Panel + r], zeros in rows past `rows` (rows <= Panel). Whole
+/// panels of bf16 and f16 weights go through pack_panel_16bit's transposes; f32 weights, a partial panel and the last
+/// columns one value at a time. packed is 32-byte aligned. Compiled for AVX2 and F16C, as pack_panel_16bit.
+template <int64_t Panel, int WK>
+__attribute__((target("avx2,f16c"))) inline void pack_panel(const char* w, size_t w_row_bytes, int64_t j0, int64_t rows,
+                                                            int64_t k0, int64_t kb, float* packed) {
+  int64_t done = 0;  // columns [0, done) packed by the transposes
+  if constexpr (WK == kWBF16 || WK == kWF16) {
+    if (rows == Panel) {
+      done = kb / 8 * 8;
+      pack_panel_16bit<Panel, WK == kWF16>(w, w_row_bytes, j0, k0, done, packed);
+    }
+  }
+  for (int64_t r = 0; r < Panel; ++r) {
+    if (r >= rows) {
+      for (int64_t kk = 0; kk < kb; ++kk) packed[kk * Panel + r] = 0.0f;
+      continue;
+    }
+    const void* row = w + static_cast<size_t>(j0 + r) * w_row_bytes;
+    for (int64_t kk = done; kk < kb; ++kk) packed[kk * Panel + r] = load_w1<WK>(row, k0 + kk);
+  }
+}
+
+/// The prompt GEMMs' tile of activations: tokens [t0, t0 + MR) of x (rows ldx apart; zeros past m), columns [k0, k0 +
+/// kb), into xp[kk * MR + r]. Compiled for AVX2, as the paths that call it.
+template <int64_t MR>
+__attribute__((target("avx2"))) inline void pack_tokens(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t k0,
+                                                        int64_t kb, float* xp) {
+  for (int64_t r = 0; r < MR; ++r) {
+    const float* row = x + (t0 + r) * ldx + k0;
+    for (int64_t kk = 0; kk < kb; ++kk) xp[kk * MR + r] = t0 + r < m ? row[kk] : 0.0f;
   }
 }
 
