@@ -18,8 +18,9 @@
 // The two consumer warpgroups are not kept in step: while one widens a stage's weights the other's MMAs run.
 // Where the grid is too small for the GPU, K is split over a thread block cluster: each block stages its f32 partial
 // tile and the cluster adds them through distributed shared memory (split_reduce). Every block re-reads its token tile
-// at every step, so large grids are bound by that traffic from L2 (docs/performance.md, 2026-12-04, evening), which is
-// why w8a16_gemm_pays leaves large M to widening + cuBLASLt.
+// at every step; pairing blocks in a cluster to copy it once for two (TMA multicast) made every shape slower, as the
+// two blocks' pipelines then wait on each other at every stage (docs/performance.md, 2026-12-04 evening and
+// 2026-12-05). Large M stays with widening + cuBLASLt (w8a16_gemm_pays).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
