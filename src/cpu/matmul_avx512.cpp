@@ -10,7 +10,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
 #include <vector>
 
 #include "cpu/matmul_paths.hpp"
