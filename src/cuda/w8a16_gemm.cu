@@ -119,6 +119,12 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256
 // ---- warpgroup MMA: A (64 x 16 bf16) from registers, B (16 x N) from shared memory ----
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Pins the accumulators here in the instruction stream (no read or write of them moves across it).
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Descriptor of a K-major B tile in the 128-byte swizzle TMA writes: rows of 128 bytes, 8-row atoms 1,024 bytes apart
 // (PTX ISA, "Matrix Descriptor Format"); the k16 slice j of a stage starts 32 j bytes in.
@@ -256,7 +262,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kAct = kActBytes<kTok>, kStage = kStageBytes<kTok>;
   extern __shared__ uint8_t dynamic_smem[];
   // The 128-byte swizzle repeats every 1,024 bytes and the hardware applies it to absolute addresses: align the ring.
-  uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(dynamic_smem) + 1023) & ~uintptr_t{1023});
+  // Offset from the shared array itself rather than rounded as an integer: the compiler then still knows that every
+  // access through `ring` is to shared memory and emits shared loads and stores, not generic ones (4-16% of the
+  // kernel's time, docs/performance.md, 2026-12-05 evening).
+  uint8_t* ring = dynamic_smem + ((1024 - (smem_addr(dynamic_smem) & 1023)) & 1023);
   __shared__ __align__(8) uint64_t full[S], empty[S];
   // Each stage's scales: [first / second half of the step][tile row] (the halves differ only for 32-column groups).
   __shared__ float stage_scales[S][2][kRows];
@@ -326,6 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[kTok / 2];
 #pragma unroll
   for (int i = 0; i < kTok / 2; ++i) acc[i] = 0.0f;
+  fence_acc(acc);  // each accumulator its own zero before the first wgmma
 
   // Waits for step kt's stage and widens this thread's weight fragments of it into `a` (slice j: a[j]).
   const auto widen = [&](int kt, uint32_t(&a)[4][4]) {
