@@ -376,7 +376,7 @@ class CudaBackend final : public Backend {
     const bool out_f32 = out.dtype() == DType::kF32;
     if (skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
     if (!w.quantized()) return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
-    if (cuda::w8a16_gemm_pays(m, n) &&
+    if (cuda::w8a16_gemm_pays(m, n, k) &&
         cuda::w8a16_gemm(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32, stream_)) {
       return Status::ok();
     }

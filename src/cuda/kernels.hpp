@@ -115,8 +115,9 @@ struct W8a16GemmPlan {
 };
 /// The plan w8a16_gemm takes by default for M activation rows, N weight rows and K columns.
 W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k);
-/// Whether w8a16_gemm is the faster int8 path for this shape than widening + cuBLASLt (measured rule).
-bool w8a16_gemm_pays(int64_t m, int64_t n);
+/// Whether w8a16_gemm is the faster int8 path than widening + cuBLASLt for M activation rows, N weight rows and K
+/// columns (measured rule).
+bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k);
 /// out[m, n] = x[m, :] . bf16(w[n, :] * scale) for any M (w8a16_gemm.cu, Hopper's wgmma): the widening kernel's
 /// bf16 weights, f32 accumulation, out f32 or bf16 [M, N] (rows N apart), without widening through memory.
 /// `plan` overrides the default cut (benchmarks and tests). Returns false, with nothing run, where the shape or the

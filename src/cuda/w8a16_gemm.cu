@@ -496,14 +496,23 @@ W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k) {
     const int64_t fill = std::max<int64_t>(1, sms / blocks(plan.token_tile));
     plan.splits = static_cast<int>(std::min<int64_t>({plan.token_tile == 64 ? 4 : 2, fill, k / kStepK}));
   }
+  // Above 128 rows, a grid of 128-token tiles still under 3/4 of the SMs takes 256-token tiles split twice as deep
+  // (as many blocks, each copying its token tile once per step for all the rows) where every block keeps >= 32 steps
+  // (2026-12-05 evening: llama-3.2-1b down at 256 rows 256/4 32.7 µs against 128/2 40.3, llama-3.1-8b q/k/v 256/2
+  // 33.0 against 128/1 38.0; llama-3.2-1b q/k/v, 8 steps a block at 256/4, 15.2 against 14.4 stays at 128/2).
+  if (m > 128 && plan.token_tile == 128 && blocks(128) * plan.splits * 4 <= static_cast<int64_t>(sms) * 3 &&
+      k / (kStepK * 2 * plan.splits) >= 32) {
+    plan = {256, 2 * plan.splits};
+  }
   return plan;
 }
 
-bool w8a16_gemm_pays(int64_t m, int64_t n) {
+bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k) {
   // Against widening + cuBLASLt, same source: every projection shape up to 64 rows; up to 256 rows the wide ones
-  // (q/k/v, gate/up, Llama-3.1-8B's down); beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores' peak and the
-  // widening is a small share.
-  return m <= 64 || (m <= 256 && n >= 3072);
+  // (q/k/v, gate/up, Llama-3.1-8B's down), and from 129 rows the long ones (K >= 4 N: Llama-3.2-1B's down, which
+  // the plan then cuts into 256-token tiles split 4 deep); beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores'
+  // peak and the widening is a small share.
+  return m <= 64 || (m <= 256 && n >= 3072) || (m > 128 && m <= 256 && k >= 4 * n);
 }
 
 bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
