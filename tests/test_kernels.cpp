@@ -115,7 +115,15 @@ TEST_CASE(
                                 {2, 80, 7, 80},
                                 {5, 52, 6, 52},
                                 {60, 300, 19, 32},
-                                {64, 600, 40, 80}}) {
+                                {64, 600, 40, 80},
+                                // AMX tiles: groups of one, two and four 32-column steps and a whole-row group; two
+                                // and one weight tiles a chunk plus AVX-512 rows; token blocks and partial tiles; the
+                                // fewest tokens AMX takes
+                                {40, 192, 48, 32},
+                                {300, 256, 67, 64},
+                                {17, 96, 16, 128},
+                                {9, 320, 35, 128},
+                                {8, 64, 17, 256}}) {
     INFO("m=" << m << " k=" << k << " n=" << n << " group=" << group << " path=" << cpu::isa_name(isa));
     std::vector<float> w = random_floats(static_cast<size_t>(n * k), rng);
     for (int kk = 0; kk < k; ++kk) w[static_cast<size_t>(kk)] = 0.0f;  // an all-zero row: scale 0, values 0

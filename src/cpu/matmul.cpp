@@ -1,7 +1,7 @@
 // CPU matmul: out = x * w^T with f32 activations and f32/f16/bf16 or group-wise int8 weights, f32 accumulation. The
-// path is chosen per call from cpu::active_isa(): AMX tiles for bf16 weights and several tokens (matmul_amx.cpp),
-// AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the portable loops here, which are also the reference the
-// vector paths are tested against.
+// path is chosen per call from cpu::active_isa(): AMX tiles for bf16 and int8 weights and several tokens
+// (matmul_amx.cpp), AVX-512 (matmul_avx512.cpp), AVX2 (matmul_avx2.cpp) or the portable loops here, which are also the
+// reference the vector paths are tested against.
 #include <vector>
 
 #include "cpu/isa.hpp"
@@ -73,7 +73,11 @@ void matmul_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t
                  int64_t n, float* out) {
   if (m == 0 || n == 0) return;
   switch (active_isa()) {
-    case Isa::kAmx:  // AMX's int8 tiles need int8 activations: the AVX-512 path keeps them f32
+    case Isa::kAmx:  // bf16 tiles (AMX's int8 tiles would need int8 activations)
+      if (detail::amx_int8_matmul_supported(m, k, n, group)) {
+        return detail::matmul_amx_int8(x, m, k, ldx, w, scales, group, n, out);
+      }
+      return detail::matmul_int8_avx512(x, m, k, ldx, w, scales, group, n, out);
     case Isa::kAvx512:
       return detail::matmul_int8_avx512(x, m, k, ldx, w, scales, group, n, out);
     case Isa::kAvx2:

@@ -1,8 +1,9 @@
-// The AMX path of cpu::matmul for bf16 weights and several tokens (prompts and decode batches; Intel Xeons since
-// Sapphire Rapids, cpu::active_isa() == kAmx). TDPBF16PS multiplies a tile of 16 rows x 32 bf16 by one of 16 pairs of
-// rows x 16 columns into 16 x 16 f32 sums: here the first tile is 16 weight rows read in place (row-major weights
-// are already that layout, so nothing is packed at load), the second 16 tokens' activations for the same 32 columns,
-// packed per call in pairs of columns, and the sums are out transposed.
+// The AMX path of cpu::matmul and cpu::matmul_int8 for several tokens (prompts and decode batches; Intel Xeons since
+// Sapphire Rapids, cpu::active_isa() == kAmx). bf16 weights first; int8 weights below, widened to bf16 per call.
+// TDPBF16PS multiplies a tile of 16 rows x 32 bf16 by one of 16 pairs of rows x 16 columns into 16 x 16 f32 sums: here
+// the first tile is 16 weight rows read in place (row-major weights are already that layout, so nothing is packed at
+// load), the second 16 tokens' activations for the same 32 columns, packed per call in pairs of columns, and the sums
+// are out transposed.
 //
 // Activations are f32, and bf16 has 8 significant bits, so each activation is split into two bf16 parts, hi =
 // bf16(x) and lo = bf16(x - hi), and every tile product runs once with each: x - hi - lo is below 2^-17 |x|, so the
@@ -11,8 +12,8 @@
 // which is still ~8x the FMA path's multiply-adds per cycle.
 //
 // Every function here is compiled for AVX-512 and AMX by its target attribute and reached only through the entry
-// point at the end. The shapes it takes are amx_matmul_supported's; rows past the last multiple of 16 go to the
-// AVX-512 path.
+// points at the end. The shapes they take are amx_matmul_supported's and amx_int8_matmul_supported's; rows past the
+// last multiple of 16 go to the AVX-512 path.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -31,6 +32,9 @@ constexpr int64_t kTile = 16;          // tile rows (weight rows, or tokens) and
 constexpr int64_t kKStep = 32;         // bf16 columns per tile row
 constexpr int64_t kBlockTokens = 128;  // tokens packed at once: 8 token tiles, 4 MiB of packed pairs at k = 8192
 constexpr int64_t kTileElems = kTile * kKStep;  // bf16 values in one packed activation tile (1 KiB)
+// Tokens packed at once for int8 weights: every block widens each weight row again, so larger blocks pay where the
+// rows are short (16,384 x 2,048, 512 tokens: 58-65 ms at 256 against 67-70 at 128; 2,048 x 8,192 level).
+constexpr int64_t kInt8BlockTokens = 256;
 
 // The tile configuration (palette 1): tiles 0-3 sums (16 x 16 f32), 4-5 weights (16 x 32 bf16), 6-7 activations
 // (16 pairs of columns x 16 tokens).
@@ -124,6 +128,101 @@ PHOTON_AMX void weight_chunk(const uint16_t* w, int64_t k, int64_t j0, const uin
   if (tt < token_tiles) tile_block<NA, 1>(w, k, j0, hi, lo, tt, tokens, out, n);
 }
 
+// ---- int8 weights ----
+// The tiles' first operand is then 16 weight rows widened to bf16 per call. An int8 value needs 7 significant bits,
+// so it is exact in bf16, and each group's tile products are the group's integer-weight dot products (times the
+// activations' hi and lo parts); the group's scale is applied to those sums between groups, in f32, so the result is
+// the dequantized weights' product with the bf16 path's precision (no weight rounding). Groups must therefore end on a
+// tile step (a multiple of 32 columns, or one group for the whole row).
+
+// Rows [j0, j0 + rows) of the int8 weights w ([n, k]), widened to bf16 into dst (row r at dst + r * k): the f32 of
+// each value shifted right by 16 bits, exact for integers of up to 8 significant bits. k is a multiple of 16.
+PHOTON_AMX void widen_rows(const int8_t* w, int64_t k, int64_t j0, int64_t rows, uint16_t* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int8_t* src = w + (j0 + r) * k;
+    uint16_t* d = dst + r * k;
+    for (int64_t c = 0; c < k; c += 16) {
+      const __m512i v = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c)));
+      const __m512i f = _mm512_castps_si512(_mm512_cvtepi32_ps(v));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + c), _mm512_cvtepi32_epi16(_mm512_srli_epi32(f, 16)));
+    }
+  }
+}
+
+// tile_block for int8 weights: `wb` holds the chunk's weight rows [j0, j0 + 16 * NA) widened (rows k apart), `scales`
+// its first row's scales (`groups` a row); each group of `group_steps` tile steps is summed in the tiles alone, then
+// added to the f32 sums times the row's scale.
+template <int NA, int NB>
+PHOTON_AMX void tile_block_int8(const uint16_t* wb, const float* scales, int64_t groups, int64_t group_steps, int64_t k,
+                                int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t tt, int64_t tokens,
+                                float* out, int64_t n) {
+  const int64_t ksteps = k / kKStep;
+  const size_t w_stride = static_cast<size_t>(k) * sizeof(uint16_t);
+  const uint16_t* w1 = wb + kTile * k;
+  const int64_t tile_stride = ksteps * kTileElems;
+  const uint16_t* h0 = hi + tt * tile_stride;
+  const uint16_t* l0 = lo + tt * tile_stride;
+  alignas(64) float acc[4][kTile][kTile];   // [a + 2 b][weight row][token], over the groups done
+  alignas(64) float sums[4][kTile][kTile];  // the same for the current group
+  for (int64_t g = 0; g < groups; ++g) {
+    _tile_zero(0);
+    if constexpr (NA == 2) _tile_zero(1);
+    if constexpr (NB == 2) _tile_zero(2);
+    if constexpr (NA == 2 && NB == 2) _tile_zero(3);
+    const int64_t ks_end = std::min(ksteps, (g + 1) * group_steps);
+    for (int64_t ks = g * group_steps; ks < ks_end; ++ks) {
+      _tile_loadd(4, wb + ks * kKStep, w_stride);
+      if constexpr (NA == 2) _tile_loadd(5, w1 + ks * kKStep, w_stride);
+      for (int part = 0; part < 2; ++part) {
+        const uint16_t* b = (part == 0 ? h0 : l0) + ks * kTileElems;
+        _tile_loadd(6, b, 64);
+        if constexpr (NB == 2) _tile_loadd(7, b + tile_stride, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if constexpr (NA == 2) _tile_dpbf16ps(1, 5, 6);
+        if constexpr (NB == 2) _tile_dpbf16ps(2, 4, 7);
+        if constexpr (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(0, sums[0], 64);
+    if constexpr (NA == 2) _tile_stored(1, sums[1], 64);
+    if constexpr (NB == 2) _tile_stored(2, sums[2], 64);
+    if constexpr (NA == 2 && NB == 2) _tile_stored(3, sums[3], 64);
+    for (int a = 0; a < NA; ++a) {
+      for (int64_t r = 0; r < kTile; ++r) {
+        const __m512 scale = _mm512_set1_ps(scales[(a * kTile + r) * groups + g]);
+        for (int b = 0; b < NB; ++b) {
+          const __m512 s = _mm512_load_ps(sums[a + 2 * b][r]);
+          float* to = acc[a + 2 * b][r];
+          _mm512_store_ps(to, g == 0 ? _mm512_mul_ps(scale, s) : _mm512_fmadd_ps(scale, s, _mm512_load_ps(to)));
+        }
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) {
+    for (int64_t t = 0; t < kTile; ++t) {
+      const int64_t token = (tt + b) * kTile + t;
+      if (token >= tokens) break;
+      float* o = out + token * n + j0;
+      for (int a = 0; a < NA; ++a)
+        for (int64_t r = 0; r < kTile; ++r) o[a * kTile + r] = acc[a + 2 * b][r][t];
+    }
+  }
+}
+
+template <int NA>
+PHOTON_AMX void weight_chunk_int8(const int8_t* w, const float* scales, int64_t groups, int64_t group_steps, int64_t k,
+                                  int64_t j0, uint16_t* wb, const uint16_t* hi, const uint16_t* lo, int64_t token_tiles,
+                                  int64_t tokens, float* out, int64_t n) {
+  widen_rows(w, k, j0, NA * kTile, wb);
+  const float* chunk_scales = scales + j0 * groups;
+  int64_t tt = 0;
+  for (; tt + 2 <= token_tiles; tt += 2) {
+    tile_block_int8<NA, 2>(wb, chunk_scales, groups, group_steps, k, j0, hi, lo, tt, tokens, out, n);
+  }
+  if (tt < token_tiles)
+    tile_block_int8<NA, 1>(wb, chunk_scales, groups, group_steps, k, j0, hi, lo, tt, tokens, out, n);
+}
+
 }  // namespace
 
 bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt) {
@@ -168,6 +267,63 @@ PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, co
     const int64_t rest = n - n_main;
     std::vector<float> tail(static_cast<size_t>(m * rest));
     matmul_avx512(x, m, k, ldx, wb + n_main * k, DType::kBF16, rest, tail.data());
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(out + i * n + n_main, tail.data() + i * rest, static_cast<size_t>(rest) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace photon::cpu::detail
+
+namespace photon::cpu::detail {
+
+bool amx_int8_matmul_supported(int64_t m, int64_t k, int64_t n, int64_t group) {
+  return m >= kAmxInt8MinTokens && k % kKStep == 0 && n >= kTile && (group % kKStep == 0 || group >= k);
+}
+
+PHOTON_AMX void matmul_amx_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
+                                int64_t group, int64_t n, float* out) {
+  const int64_t ksteps = k / kKStep;
+  const int64_t groups = (k + group - 1) / group;
+  const int64_t group_steps = group >= k ? ksteps : group / kKStep;
+  const int64_t n_tiles = n / kTile;
+  const int64_t chunks = (n_tiles + 1) / 2;
+  const int64_t block_tiles = (std::min(m, kInt8BlockTokens) + kTile - 1) / kTile;
+  std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
+  std::vector<uint16_t> lo(hi.size());
+  const TileConfig config = tile_config();
+#pragma omp parallel
+  {
+    std::vector<uint16_t> wb(static_cast<size_t>(2 * kTile * k));  // this thread's chunk of widened weight rows
+    tiles_begin(config);
+    for (int64_t i0 = 0; i0 < m; i0 += kInt8BlockTokens) {
+      const int64_t tokens = std::min(kInt8BlockTokens, m - i0);
+      const int64_t token_tiles = (tokens + kTile - 1) / kTile;
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < token_tiles * ksteps; ++p) {
+        const int64_t tt = p / ksteps, ks = p % ksteps;
+        const size_t at = static_cast<size_t>(p * kTileElems);
+        pack_tile(x + i0 * ldx, ldx, tokens, tt * kTile, ks, hi.data() + at, lo.data() + at);
+      }
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t j0 = c * 2 * kTile;
+        if (j0 + 2 * kTile <= n_tiles * kTile) {
+          weight_chunk_int8<2>(w, scales, groups, group_steps, k, j0, wb.data(), hi.data(), lo.data(), token_tiles,
+                               tokens, out + i0 * n, n);
+        } else {
+          weight_chunk_int8<1>(w, scales, groups, group_steps, k, j0, wb.data(), hi.data(), lo.data(), token_tiles,
+                               tokens, out + i0 * n, n);
+        }
+      }
+    }
+    tiles_end();
+  }
+  const int64_t n_main = n_tiles * kTile;
+  if (n_main < n) {
+    const int64_t rest = n - n_main;
+    std::vector<float> tail(static_cast<size_t>(m * rest));
+    matmul_int8_avx512(x, m, k, ldx, w + n_main * k, scales + n_main * groups, group, rest, tail.data());
     for (int64_t i = 0; i < m; ++i) {
       std::memcpy(out + i * n + n_main, tail.data() + i * rest, static_cast<size_t>(rest) * sizeof(float));
     }

@@ -203,6 +203,18 @@ void matmul_int8_avx512(const float* x, int64_t m, int64_t k, int64_t ldx, const
 bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt);
 /// bf16 weights only; needs cpu::active_isa() == kAmx (which has also asked the kernel for the tile state).
 void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out);
+/// Fewest tokens for which matmul_amx_int8 is at least level with the AVX-512 int8 path: below, its per-call widening
+/// of the weights costs more than the tiles save. 8192 x 2048, groups of 128, weights in cache, 2-core Sapphire
+/// Rapids-class VM (ms, AMX vs AVX-512): 2 tokens 1.71-1.78 vs 0.72, 4: 1.73-1.81 vs 0.81, 8: 1.56-1.78 vs 1.57-1.73,
+/// 12: 1.58-1.65 vs 2.48-2.59, 16: 1.62-1.82 vs 2.95-3.41.
+constexpr int64_t kAmxInt8MinTokens = 8;
+/// Whether matmul_amx_int8 takes this shape: at least kAmxInt8MinTokens tokens, k a multiple of 32, n at least 16,
+/// groups ending on 32-column tile steps (group a multiple of 32, or group >= k).
+bool amx_int8_matmul_supported(int64_t m, int64_t k, int64_t n, int64_t group);
+/// matmul_int8 on AMX tiles: each group's integer weights (exact in bf16) against the activations' bf16 hi and lo
+/// parts, the group's scale applied to its sums in f32. Needs cpu::active_isa() == kAmx.
+void matmul_amx_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
+                     int64_t group, int64_t n, float* out);
 void matmul_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, DType wt, int64_t n, float* out);
 void matmul_int8_avx2(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                       int64_t group, int64_t n, float* out);
