@@ -8,6 +8,8 @@
 # Writes OUTDIR/summary.md (the table), OUTDIR/*.json and the logs.
 # Usage: scripts/cpu-peer-bench.sh LLAMA_CPP_SOURCE OUTDIR
 #   LLAMA_CPP_SOURCE: a llama.cpp source tree (kept outside this repository); built here, CPU backend only.
+#   WEIGHTS (default bf16): int8 compares photon's group-wise int8 (groups of 32, LM head included) with llama.cpp's
+#   Q8_0 (blocks of 32, every matrix) instead of bf16 with bf16.
 #   THREADS (default: the number of physical cores), PHOTON_BUILD (default: build; must hold bin/photon),
 #   PHOTON_TOKENIZER_CACHE (default ~/.cache/photon/tokenizers, from scripts/fetch-tokenizers.sh: the Llama 3
 #   tokenizer the GGUF needs). Needs python3 with torch, transformers and numpy (to write the checkpoint and run
@@ -21,19 +23,30 @@ photon=${PHOTON_BUILD:-build}/bin/photon
 [ -x "$photon" ] || { echo "no $photon: build photon first (scripts/build.sh)" >&2; exit 1; }
 cores=$(lscpu -p=CORE,SOCKET | grep -v '^#' | sort -u | wc -l)
 threads=${THREADS:-$cores}
+weights=${WEIGHTS:-bf16}
+case $weights in
+  bf16) outtype=bf16 quant=() ;;
+  int8) outtype=q8_0 quant=(--quantization int8 --group-size 32 --quantize-lm-head) ;;
+  *) echo "WEIGHTS must be bf16 or int8, not '$weights'" >&2; exit 1 ;;
+esac
 tok_cache=${PHOTON_TOKENIZER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/photon/tokenizers}
 work=${PEER_WORK:-/tmp/photon-cpu-peer}
 mkdir -p "$work"
 summary="$out/summary.md"
 {
   echo "# cpu-peer-bench $(date -u +%Y-%m-%dT%H:%MZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "weights: photon $weights${quant:+ (${quant[*]})}, llama.cpp $outtype"
   echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $cores physical cores, $threads threads used"
-  echo "llama.cpp: $(git -C "$peer_src" log -1 --format='%h %cs' 2>/dev/null || cat "$peer_src/VERSION" 2>/dev/null || echo unknown)"
+  if [ "$(git -C "$peer_src" rev-parse --show-toplevel 2>/dev/null)" = "$peer_src" ]; then  # its own repository
+    echo "llama.cpp: $(git -C "$peer_src" log -1 --format='%h %cs')"
+  else
+    echo "llama.cpp: $(cat "$peer_src/VERSION" 2>/dev/null || echo "unknown (not a git checkout)")"
+  fi
 } | tee "$summary"
 
 echo "== building llama.cpp (CPU backend) in $work/llama-build"
 cmake -S "$peer_src" -B "$work/llama-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_CUDA=OFF \
-  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=OFF \
   >"$out/llama-build.log" 2>&1
 cmake --build "$work/llama-build" --target llama-bench llama-batched-bench --parallel "$(nproc)" \
   >>"$out/llama-build.log" 2>&1
@@ -58,17 +71,17 @@ for f in ("tokenizer.json", "tokenizer_config.json"):
     shutil.copy(f"{tok}/{f}", f"{out}/{f}")
 PY
 fi
-gguf=$work/llama-3.2-1b-random-bf16.gguf
+gguf=$work/llama-3.2-1b-random-$outtype.gguf
 if [ ! -f "$gguf" ]; then
   echo "== converting it to $gguf"
-  python3 "$peer_src/convert_hf_to_gguf.py" "$ckpt" --outtype bf16 --outfile "$gguf" >"$out/convert.log" 2>&1
+  python3 "$peer_src/convert_hf_to_gguf.py" "$ckpt" --outtype "$outtype" --outfile "$gguf" >"$out/convert.log" 2>&1
 fi
 
 export OMP_NUM_THREADS=$threads
 pbench() {  # NAME ARGS...: one photon bench run, JSON to OUTDIR/NAME.json
   local name=$1
   shift
-  "$photon" bench --model "$ckpt" --device cpu --threads "$threads" "$@" --json >"$out/$name.log" 2>&1
+  "$photon" bench --model "$ckpt" --device cpu --threads "$threads" "${quant[@]}" "$@" --json >"$out/$name.log" 2>&1
   tail -1 "$out/$name.log" >"$out/$name.json"
 }
 photon_set() {  # SUFFIX: the three photon workloads (two prompt runs, the faster counts)
