@@ -23,20 +23,31 @@ inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = 
   return v;
 }
 
-/// Largest |a - b| / (atol + rtol * |b|) over the elements: <= 1 means within tolerance.
+/// Largest |a - b| / (atol + rtol * |b|) over the elements: <= 1 means within tolerance. A NaN or infinite element
+/// of `a` where `b` is finite (a NaN-filled output never written, a read past its input) counts as infinity; so do
+/// lengths that differ.
 inline double max_violation(const std::vector<float>& a, const std::vector<double>& b, double atol, double rtol) {
+  if (a.size() != b.size()) return INFINITY;
   double worst = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (atol + rtol * std::abs(b[i])));
+    const double v = std::abs(static_cast<double>(a[i]) - b[i]) / (atol + rtol * std::abs(b[i]));
+    if (!std::isfinite(v)) return INFINITY;
+    worst = std::max(worst, v);
   }
   return worst;
 }
 
-/// Largest |a - b| over the elements; infinity when the lengths differ.
+/// Largest |a - b| over the elements; infinity when the lengths differ or a difference is not finite (a NaN or an
+/// infinity on either side, unless both hold the same infinity).
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;
   double d = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, static_cast<double>(std::abs(a[i] - b[i])));
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const double diff = std::abs(static_cast<double>(a[i]) - b[i]);
+    if (!std::isfinite(diff)) return INFINITY;
+    d = std::max(d, diff);
+  }
   return d;
 }
 

@@ -149,15 +149,19 @@ TEST_CASE(
           CHECK(std::fabs(dequantized[at] - w[at]) <= 0.5f * scale * 1.0001f);  // round to nearest
         }
       }
-    const auto x = random_floats(static_cast<size_t>(m * k), rng);
+    // Activation rows ldx = k + 5 apart (a slice of a wider buffer), the gaps NaN: a path that reads them fails.
+    const int64_t ldx = k + 5;
+    auto x = random_floats(static_cast<size_t>(m * ldx), rng);
+    for (int i = 0; i < m; ++i)
+      for (int64_t c = k; c < ldx; ++c) x[static_cast<size_t>(i * ldx + c)] = NAN;
     std::vector<float> out(static_cast<size_t>(m * n), NAN);
-    cpu::matmul_int8(x.data(), m, k, k, q.data(), scales.data(), group, n, out.data());
+    cpu::matmul_int8(x.data(), m, k, ldx, q.data(), scales.data(), group, n, out.data());
     std::vector<double> ref(out.size());
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
         double acc = 0;
         for (int kk = 0; kk < k; ++kk)
-          acc += double{x[static_cast<size_t>(i * k + kk)]} * dequantized[static_cast<size_t>(j * k + kk)];
+          acc += double{x[static_cast<size_t>(i * ldx + kk)]} * dequantized[static_cast<size_t>(j * k + kk)];
         ref[static_cast<size_t>(i * n + j)] = acc;
       }
     CHECK(max_violation(out, ref, 1e-5 * k, 1e-5) <= 1.0);
