@@ -27,6 +27,7 @@
 #include "models/presets.hpp"
 #include "models/tensor_parallel.hpp"
 #include "models/weights.hpp"
+#include "reference.hpp"
 
 using namespace photon;
 
@@ -87,14 +88,9 @@ std::vector<float> read_back(Backend& gpu, const Tensor& t) {
   return out;
 }
 
-// Largest |a - b| / (atol + rtol |b|).
+// Largest |a - b| / (atol + rtol |b|); infinity for a NaN or infinite difference (test::max_violation).
 double violation(const std::vector<float>& a, const std::vector<float>& b, double atol, double rtol) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / (atol + rtol * std::abs(b[i])));
-  }
-  return worst;
+  return photon::test::max_violation(a, std::vector<double>(b.begin(), b.end()), atol, rtol);
 }
 
 }  // namespace

@@ -26,11 +26,14 @@
 #include "cpu/kernels.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
+#include "reference.hpp"
 
 using namespace photon;
 namespace fs = std::filesystem;
 
 namespace {
+
+using photon::test::max_abs_diff;
 
 std::vector<fs::path> parity_dirs() {
   std::vector<fs::path> dirs;
@@ -91,12 +94,6 @@ std::vector<float> prompt_logprobs(const ModelConfig& config, ModelWeights weigh
     for (size_t v = 0; v < vocab; ++v) row[v] -= log_sum;
   }
   return out;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double{a[i]} - b[i]));
-  return m;
 }
 
 // The greedy tokens (12, EOS ignored) of `prompt` on a fresh engine built from `c` with a small KV cache.
