@@ -189,9 +189,10 @@ void BM_MatmulBf16Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulBf16Gemm)->Args({2048, 2048})->Args({16384, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The same prompt shapes with int8 weights in groups of 128 (items = FLOP): the dequantization the GEMM adds.
-void BM_MatmulInt8Gemm(benchmark::State& state) {
-  const int64_t m = 512, n = state.range(0), k = state.range(1), group = 128, groups = (k + group - 1) / group;
+// matmul_int8 of m tokens against n x k int8 weights in groups of 128 (items = FLOP); the weights stay in cache
+// when they fit.
+void run_matmul_int8(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  const int64_t group = 128, groups = (k + group - 1) / group;
   std::vector<int8_t> w(static_cast<size_t>(n * k));
   std::mt19937 rng(2);
   for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
@@ -204,24 +205,15 @@ void BM_MatmulInt8Gemm(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * m * n * k);
   state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())));
 }
+
+// The same prompt shapes with int8 weights: the dequantization the GEMM adds.
+void BM_MatmulInt8Gemm(benchmark::State& state) { run_matmul_int8(state, 512, state.range(0), state.range(1)); }
 BENCHMARK(BM_MatmulInt8Gemm)->Args({2048, 2048})->Args({16384, 2048})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// matmul_int8 for a few tokens (decode batches, short prompts: where the paths hand over), groups of 128; weights in
-// cache after the first iteration, so this is the compute side.
+// matmul_int8 for a few tokens (decode batches, short prompts: where the paths hand over); weights in cache after
+// the first iteration, so this is the compute side.
 void BM_MatmulInt8Tokens(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2), group = 128,
-                groups = (k + group - 1) / group;
-  std::vector<int8_t> w(static_cast<size_t>(n * k));
-  std::mt19937 rng(2);
-  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
-  std::vector<float> scales(static_cast<size_t>(n * groups), 0.01f);
-  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), out(static_cast<size_t>(m * n));
-  for (auto _ : state) {
-    cpu::matmul_int8(x.data(), m, k, k, w.data(), scales.data(), group, n, out.data());
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * m * n * k);
-  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())));
+  run_matmul_int8(state, state.range(0), state.range(1), state.range(2));
 }
 BENCHMARK(BM_MatmulInt8Tokens)
     ->ArgsProduct({{2, 4, 8, 12, 16, 32, 48, 64, 128, 512}, {2048}, {8192}})

@@ -11,9 +11,12 @@
 // against 2^-24 for the AVX-512 FMA path and 2^-9 for a plain bf16 product. The second pass halves the tile rate,
 // which is still ~8x the FMA path's multiply-adds per cycle.
 //
-// Every function here is compiled for AVX-512 and AMX by its target attribute and reached only through the entry
-// points at the end. The shapes they take are amx_matmul_supported's and amx_int8_matmul_supported's; rows past the
-// last multiple of 16 go to the AVX-512 path.
+// Every function here with tile or AVX-512 instructions is compiled for them by its target attribute and reached only
+// through the entry points at the end. The shapes they take are amx_matmul_supported's and amx_int8_matmul_supported's;
+// rows past the last multiple of 16 go to the AVX-512 path.
+// GCC 12 reports false "uninitialized" warnings inside its own AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -70,23 +73,28 @@ void pack_tile(const float* x, int64_t ldx, int64_t m, int64_t t0, int64_t ks, u
   }
 }
 
-// Weight rows [j0, j0 + 16 * NA) against token tiles [tt, tt + NB) of the packed block (tokens i0 + 16 tt ...):
-// the sums over all of k, stored into out transposed.
+// The tile state of the calling thread. Separate functions: the body of an OpenMP region is outlined without the
+// target attribute of the function that holds it, so tile instructions may only appear in functions of their own.
+PHOTON_AMX void tiles_begin(const TileConfig& config) { _tile_loadconfig(&config); }
+PHOTON_AMX void tiles_end() { _tile_release(); }
+
+// One weight chunk against two (NB = 2) or one token tiles: sum tiles 0-3 are [a + 2 b] for weight tile a (rows
+// w0, w1 = w0 + 16 rows) and token tile b (`h0` / `l0` the first one's hi and lo parts, `tile_stride` elements to
+// the next).
 template <int NA, int NB>
-PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t tt,
-                           int64_t tokens, float* out, int64_t n) {
-  const int64_t ksteps = k / kKStep;
-  const size_t w_stride = static_cast<size_t>(k) * sizeof(uint16_t);
-  const uint16_t* w0 = w + j0 * k;
-  const uint16_t* w1 = w0 + kTile * k;
-  const int64_t tile_stride = ksteps * kTileElems;  // one token tile's packed columns
-  const uint16_t* h0 = hi + tt * tile_stride;
-  const uint16_t* l0 = lo + tt * tile_stride;
+PHOTON_AMX void zero_sums() {
   _tile_zero(0);
   if constexpr (NA == 2) _tile_zero(1);
   if constexpr (NB == 2) _tile_zero(2);
   if constexpr (NA == 2 && NB == 2) _tile_zero(3);
-  for (int64_t ks = 0; ks < ksteps; ++ks) {
+}
+
+// Adds the products over tile steps [ks0, ks1) (columns 32 ks ...) of both activation parts to the sum tiles;
+// weight rows are `w_stride` bytes apart.
+template <int NA, int NB>
+PHOTON_AMX void tile_steps(const uint16_t* w0, const uint16_t* w1, size_t w_stride, const uint16_t* h0,
+                           const uint16_t* l0, int64_t tile_stride, int64_t ks0, int64_t ks1) {
+  for (int64_t ks = ks0; ks < ks1; ++ks) {
     _tile_loadd(4, w0 + ks * kKStep, w_stride);
     if constexpr (NA == 2) _tile_loadd(5, w1 + ks * kKStep, w_stride);
     for (int part = 0; part < 2; ++part) {
@@ -99,11 +107,21 @@ PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint1
       if constexpr (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);
     }
   }
-  alignas(64) float sums[4][kTile][kTile];  // [a + 2 b][weight row][token]
+}
+
+// Stores the sum tiles into sums[a + 2 b][weight row][token].
+template <int NA, int NB>
+PHOTON_AMX void store_sums(float (*sums)[kTile][kTile]) {
   _tile_stored(0, sums[0], 64);
   if constexpr (NA == 2) _tile_stored(1, sums[1], 64);
   if constexpr (NB == 2) _tile_stored(2, sums[2], 64);
   if constexpr (NA == 2 && NB == 2) _tile_stored(3, sums[3], 64);
+}
+
+// Writes sums (as store_sums lays them out) for token tiles [tt, tt + NB) of the block, tokens past `tokens`
+// skipped, into out's columns [j0, j0 + 16 NA) transposed.
+template <int NA, int NB>
+void write_out(const float (*sums)[kTile][kTile], int64_t tt, int64_t tokens, int64_t j0, float* out, int64_t n) {
   for (int b = 0; b < NB; ++b) {
     for (int64_t t = 0; t < kTile; ++t) {
       const int64_t token = (tt + b) * kTile + t;
@@ -115,17 +133,19 @@ PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint1
   }
 }
 
-// The tile state of the calling thread. Separate functions: the body of an OpenMP region is outlined without the
-// target attribute of the function that holds it, so tile instructions may only appear in functions of their own.
-PHOTON_AMX void tiles_begin(const TileConfig& config) { _tile_loadconfig(&config); }
-PHOTON_AMX void tiles_end() { _tile_release(); }
-
-template <int NA>
-PHOTON_AMX void weight_chunk(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo,
-                             int64_t token_tiles, int64_t tokens, float* out, int64_t n) {
-  int64_t tt = 0;
-  for (; tt + 2 <= token_tiles; tt += 2) tile_block<NA, 2>(w, k, j0, hi, lo, tt, tokens, out, n);
-  if (tt < token_tiles) tile_block<NA, 1>(w, k, j0, hi, lo, tt, tokens, out, n);
+// Weight rows [j0, j0 + 16 * NA) of the bf16 weights w ([n, k], read in place) against token tiles [tt, tt + NB) of
+// the packed block: the sums over all of k.
+template <int NA, int NB>
+PHOTON_AMX void tile_block(const uint16_t* w, int64_t k, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t tt,
+                           int64_t tokens, float* out, int64_t n) {
+  const int64_t ksteps = k / kKStep, tile_stride = ksteps * kTileElems;
+  const uint16_t* w0 = w + j0 * k;
+  zero_sums<NA, NB>();
+  tile_steps<NA, NB>(w0, w0 + kTile * k, static_cast<size_t>(k) * sizeof(uint16_t), hi + tt * tile_stride,
+                     lo + tt * tile_stride, tile_stride, 0, ksteps);
+  alignas(64) float sums[4][kTile][kTile];
+  store_sums<NA, NB>(sums);
+  write_out<NA, NB>(sums, tt, tokens, j0, out, n);
 }
 
 // ---- int8 weights ----
@@ -156,37 +176,14 @@ template <int NA, int NB>
 PHOTON_AMX void tile_block_int8(const uint16_t* wb, const float* scales, int64_t groups, int64_t group_steps, int64_t k,
                                 int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t tt, int64_t tokens,
                                 float* out, int64_t n) {
-  const int64_t ksteps = k / kKStep;
-  const size_t w_stride = static_cast<size_t>(k) * sizeof(uint16_t);
-  const uint16_t* w1 = wb + kTile * k;
-  const int64_t tile_stride = ksteps * kTileElems;
-  const uint16_t* h0 = hi + tt * tile_stride;
-  const uint16_t* l0 = lo + tt * tile_stride;
-  alignas(64) float acc[4][kTile][kTile];   // [a + 2 b][weight row][token], over the groups done
+  const int64_t ksteps = k / kKStep, tile_stride = ksteps * kTileElems;
+  alignas(64) float acc[4][kTile][kTile];   // as store_sums lays them out, over the groups done
   alignas(64) float sums[4][kTile][kTile];  // the same for the current group
   for (int64_t g = 0; g < groups; ++g) {
-    _tile_zero(0);
-    if constexpr (NA == 2) _tile_zero(1);
-    if constexpr (NB == 2) _tile_zero(2);
-    if constexpr (NA == 2 && NB == 2) _tile_zero(3);
-    const int64_t ks_end = std::min(ksteps, (g + 1) * group_steps);
-    for (int64_t ks = g * group_steps; ks < ks_end; ++ks) {
-      _tile_loadd(4, wb + ks * kKStep, w_stride);
-      if constexpr (NA == 2) _tile_loadd(5, w1 + ks * kKStep, w_stride);
-      for (int part = 0; part < 2; ++part) {
-        const uint16_t* b = (part == 0 ? h0 : l0) + ks * kTileElems;
-        _tile_loadd(6, b, 64);
-        if constexpr (NB == 2) _tile_loadd(7, b + tile_stride, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        if constexpr (NA == 2) _tile_dpbf16ps(1, 5, 6);
-        if constexpr (NB == 2) _tile_dpbf16ps(2, 4, 7);
-        if constexpr (NA == 2 && NB == 2) _tile_dpbf16ps(3, 5, 7);
-      }
-    }
-    _tile_stored(0, sums[0], 64);
-    if constexpr (NA == 2) _tile_stored(1, sums[1], 64);
-    if constexpr (NB == 2) _tile_stored(2, sums[2], 64);
-    if constexpr (NA == 2 && NB == 2) _tile_stored(3, sums[3], 64);
+    zero_sums<NA, NB>();
+    tile_steps<NA, NB>(wb, wb + kTile * k, static_cast<size_t>(k) * sizeof(uint16_t), hi + tt * tile_stride,
+                       lo + tt * tile_stride, tile_stride, g * group_steps, std::min(ksteps, (g + 1) * group_steps));
+    store_sums<NA, NB>(sums);
     for (int a = 0; a < NA; ++a) {
       for (int64_t r = 0; r < kTile; ++r) {
         const __m512 scale = _mm512_set1_ps(scales[(a * kTile + r) * groups + g]);
@@ -198,29 +195,58 @@ PHOTON_AMX void tile_block_int8(const uint16_t* wb, const float* scales, int64_t
       }
     }
   }
-  for (int b = 0; b < NB; ++b) {
-    for (int64_t t = 0; t < kTile; ++t) {
-      const int64_t token = (tt + b) * kTile + t;
-      if (token >= tokens) break;
-      float* o = out + token * n + j0;
-      for (int a = 0; a < NA; ++a)
-        for (int64_t r = 0; r < kTile; ++r) o[a * kTile + r] = acc[a + 2 * b][r][t];
+  write_out<NA, NB>(acc, tt, tokens, j0, out, n);
+}
+
+// The driver of both entry points: per block of `block_tokens` tokens the threads pack the activations into hi and
+// lo tiles together, then share out the weight chunks (32 rows; the last may hold 16), and `chunk(na, j0, hi, lo,
+// token_tiles, tokens, block_out, scratch)` runs the chunk of rows [j0, j0 + 16 na) against every token tile of the
+// block (block_out: out at the block's first token), with `scratch_elems` bf16 values of the calling thread's own.
+// Rows past the last multiple of 16 are left to the caller.
+template <typename Chunk>
+PHOTON_AMX void run_tiles(const float* x, int64_t m, int64_t k, int64_t ldx, int64_t n, float* out,
+                          int64_t block_tokens, size_t scratch_elems, const Chunk& chunk) {
+  const int64_t ksteps = k / kKStep;
+  const int64_t n_tiles = n / kTile;
+  const int64_t chunks = (n_tiles + 1) / 2;
+  const int64_t block_tiles = (std::min(m, block_tokens) + kTile - 1) / kTile;
+  std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
+  std::vector<uint16_t> lo(hi.size());
+  const TileConfig config = tile_config();
+#pragma omp parallel
+  {
+    std::vector<uint16_t> scratch(scratch_elems);
+    tiles_begin(config);
+    for (int64_t i0 = 0; i0 < m; i0 += block_tokens) {
+      const int64_t tokens = std::min(block_tokens, m - i0);
+      const int64_t token_tiles = (tokens + kTile - 1) / kTile;
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < token_tiles * ksteps; ++p) {
+        const int64_t tt = p / ksteps, ks = p % ksteps;
+        const size_t at = static_cast<size_t>(p * kTileElems);
+        pack_tile(x + i0 * ldx, ldx, tokens, tt * kTile, ks, hi.data() + at, lo.data() + at);
+      }
+#pragma omp for schedule(static)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t j0 = c * 2 * kTile;
+        chunk(j0 + 2 * kTile <= n_tiles * kTile ? 2 : 1, j0, hi.data(), lo.data(), token_tiles, tokens, out + i0 * n,
+              scratch.data());
+      }
     }
+    tiles_end();
   }
 }
 
-template <int NA>
-PHOTON_AMX void weight_chunk_int8(const int8_t* w, const float* scales, int64_t groups, int64_t group_steps, int64_t k,
-                                  int64_t j0, uint16_t* wb, const uint16_t* hi, const uint16_t* lo, int64_t token_tiles,
-                                  int64_t tokens, float* out, int64_t n) {
-  widen_rows(w, k, j0, NA * kTile, wb);
-  const float* chunk_scales = scales + j0 * groups;
-  int64_t tt = 0;
-  for (; tt + 2 <= token_tiles; tt += 2) {
-    tile_block_int8<NA, 2>(wb, chunk_scales, groups, group_steps, k, j0, hi, lo, tt, tokens, out, n);
+// Columns [n_main, n) of out ([m, n]) from `rest(tail)`, which writes them into tail as [m, n - n_main].
+template <typename Rest>
+void fill_rest(int64_t m, int64_t n, int64_t n_main, float* out, const Rest& rest) {
+  if (n_main == n) return;
+  const int64_t cols = n - n_main;
+  std::vector<float> tail(static_cast<size_t>(m * cols));
+  rest(tail.data());
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(out + i * n + n_main, tail.data() + i * cols, static_cast<size_t>(cols) * sizeof(float));
   }
-  if (tt < token_tiles)
-    tile_block_int8<NA, 1>(wb, chunk_scales, groups, group_steps, k, j0, hi, lo, tt, tokens, out, n);
 }
 
 }  // namespace
@@ -229,105 +255,54 @@ bool amx_matmul_supported(int64_t m, int64_t k, int64_t n, DType wt) {
   return wt == DType::kBF16 && m >= 2 && k % kKStep == 0 && n >= kTile;
 }
 
-PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
-  const auto* wb = static_cast<const uint16_t*>(w);
-  const int64_t ksteps = k / kKStep;
-  const int64_t n_tiles = n / kTile;         // weight rows in whole tiles; the rest go to the AVX-512 path
-  const int64_t chunks = (n_tiles + 1) / 2;  // two weight tiles (32 rows) per chunk, the last may hold one
-  const int64_t block_tiles = (std::min(m, kBlockTokens) + kTile - 1) / kTile;
-  std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
-  std::vector<uint16_t> lo(hi.size());
-  const TileConfig config = tile_config();
-#pragma omp parallel
-  {
-    tiles_begin(config);
-    for (int64_t i0 = 0; i0 < m; i0 += kBlockTokens) {
-      const int64_t tokens = std::min(kBlockTokens, m - i0);
-      const int64_t token_tiles = (tokens + kTile - 1) / kTile;
-#pragma omp for schedule(static)
-      for (int64_t p = 0; p < token_tiles * ksteps; ++p) {
-        const int64_t tt = p / ksteps, ks = p % ksteps;
-        const size_t at = static_cast<size_t>(p * kTileElems);
-        pack_tile(x + i0 * ldx, ldx, tokens, tt * kTile, ks, hi.data() + at, lo.data() + at);
-      }
-#pragma omp for schedule(static)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t j0 = c * 2 * kTile;
-        if (j0 + 2 * kTile <= n_tiles * kTile) {
-          weight_chunk<2>(wb, k, j0, hi.data(), lo.data(), token_tiles, tokens, out + i0 * n, n);
-        } else {
-          weight_chunk<1>(wb, k, j0, hi.data(), lo.data(), token_tiles, tokens, out + i0 * n, n);
-        }
-      }
-    }
-    tiles_end();
-  }
-  const int64_t n_main = n_tiles * kTile;
-  if (n_main < n) {
-    const int64_t rest = n - n_main;
-    std::vector<float> tail(static_cast<size_t>(m * rest));
-    matmul_avx512(x, m, k, ldx, wb + n_main * k, DType::kBF16, rest, tail.data());
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(out + i * n + n_main, tail.data() + i * rest, static_cast<size_t>(rest) * sizeof(float));
-    }
-  }
-}
-
-}  // namespace photon::cpu::detail
-
-namespace photon::cpu::detail {
-
 bool amx_int8_matmul_supported(int64_t m, int64_t k, int64_t n, int64_t group) {
   return m >= kAmxInt8MinTokens && k % kKStep == 0 && n >= kTile && (group % kKStep == 0 || group >= k);
 }
 
+PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, float* out) {
+  const auto* wb = static_cast<const uint16_t*>(w);
+  run_tiles(x, m, k, ldx, n, out, kBlockTokens, 0,
+            [&](int na, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t token_tiles, int64_t tokens,
+                float* block_out, uint16_t*) {
+              int64_t tt = 0;
+              for (; tt + 2 <= token_tiles; tt += 2) {
+                na == 2 ? tile_block<2, 2>(wb, k, j0, hi, lo, tt, tokens, block_out, n)
+                        : tile_block<1, 2>(wb, k, j0, hi, lo, tt, tokens, block_out, n);
+              }
+              if (tt < token_tiles) {
+                na == 2 ? tile_block<2, 1>(wb, k, j0, hi, lo, tt, tokens, block_out, n)
+                        : tile_block<1, 1>(wb, k, j0, hi, lo, tt, tokens, block_out, n);
+              }
+            });
+  const int64_t n_main = n / kTile * kTile;
+  fill_rest(m, n, n_main, out,
+            [&](float* tail) { matmul_avx512(x, m, k, ldx, wb + n_main * k, DType::kBF16, n - n_main, tail); });
+}
+
 PHOTON_AMX void matmul_amx_int8(const float* x, int64_t m, int64_t k, int64_t ldx, const int8_t* w, const float* scales,
                                 int64_t group, int64_t n, float* out) {
-  const int64_t ksteps = k / kKStep;
   const int64_t groups = (k + group - 1) / group;
-  const int64_t group_steps = group >= k ? ksteps : group / kKStep;
-  const int64_t n_tiles = n / kTile;
-  const int64_t chunks = (n_tiles + 1) / 2;
-  const int64_t block_tiles = (std::min(m, kInt8BlockTokens) + kTile - 1) / kTile;
-  std::vector<uint16_t> hi(static_cast<size_t>(block_tiles * ksteps * kTileElems));
-  std::vector<uint16_t> lo(hi.size());
-  const TileConfig config = tile_config();
-#pragma omp parallel
-  {
-    std::vector<uint16_t> wb(static_cast<size_t>(2 * kTile * k));  // this thread's chunk of widened weight rows
-    tiles_begin(config);
-    for (int64_t i0 = 0; i0 < m; i0 += kInt8BlockTokens) {
-      const int64_t tokens = std::min(kInt8BlockTokens, m - i0);
-      const int64_t token_tiles = (tokens + kTile - 1) / kTile;
-#pragma omp for schedule(static)
-      for (int64_t p = 0; p < token_tiles * ksteps; ++p) {
-        const int64_t tt = p / ksteps, ks = p % ksteps;
-        const size_t at = static_cast<size_t>(p * kTileElems);
-        pack_tile(x + i0 * ldx, ldx, tokens, tt * kTile, ks, hi.data() + at, lo.data() + at);
-      }
-#pragma omp for schedule(static)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t j0 = c * 2 * kTile;
-        if (j0 + 2 * kTile <= n_tiles * kTile) {
-          weight_chunk_int8<2>(w, scales, groups, group_steps, k, j0, wb.data(), hi.data(), lo.data(), token_tiles,
-                               tokens, out + i0 * n, n);
-        } else {
-          weight_chunk_int8<1>(w, scales, groups, group_steps, k, j0, wb.data(), hi.data(), lo.data(), token_tiles,
-                               tokens, out + i0 * n, n);
-        }
-      }
-    }
-    tiles_end();
-  }
-  const int64_t n_main = n_tiles * kTile;
-  if (n_main < n) {
-    const int64_t rest = n - n_main;
-    std::vector<float> tail(static_cast<size_t>(m * rest));
-    matmul_int8_avx512(x, m, k, ldx, w + n_main * k, scales + n_main * groups, group, rest, tail.data());
-    for (int64_t i = 0; i < m; ++i) {
-      std::memcpy(out + i * n + n_main, tail.data() + i * rest, static_cast<size_t>(rest) * sizeof(float));
-    }
-  }
+  const int64_t group_steps = group >= k ? k / kKStep : group / kKStep;
+  // Each thread's scratch: its chunk's weight rows widened to bf16.
+  run_tiles(x, m, k, ldx, n, out, kInt8BlockTokens, static_cast<size_t>(2 * kTile * k),
+            [&](int na, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t token_tiles, int64_t tokens,
+                float* block_out, uint16_t* wb) {
+              widen_rows(w, k, j0, na * kTile, wb);
+              const float* s = scales + j0 * groups;
+              int64_t tt = 0;
+              for (; tt + 2 <= token_tiles; tt += 2) {
+                na == 2 ? tile_block_int8<2, 2>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n)
+                        : tile_block_int8<1, 2>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n);
+              }
+              if (tt < token_tiles) {
+                na == 2 ? tile_block_int8<2, 1>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n)
+                        : tile_block_int8<1, 1>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n);
+              }
+            });
+  const int64_t n_main = n / kTile * kTile;
+  fill_rest(m, n, n_main, out, [&](float* tail) {
+    matmul_int8_avx512(x, m, k, ldx, w + n_main * k, scales + n_main * groups, group, n - n_main, tail);
+  });
 }
 
 }  // namespace photon::cpu::detail
