@@ -237,6 +237,26 @@ PHOTON_AMX void run_tiles(const float* x, int64_t m, int64_t k, int64_t ldx, int
   }
 }
 
+// Runs `block.template operator()<NA, NB>(tt)` over a block's token tiles for a chunk of `na` weight tiles: pairs of
+// token tiles (NB = 2), then the odd one (NB = 1).
+template <typename Block>
+void each_token_tile(int na, int64_t token_tiles, const Block& block) {
+  int64_t tt = 0;
+  for (; tt + 2 <= token_tiles; tt += 2) {
+    if (na == 2) {
+      block.template operator()<2, 2>(tt);
+    } else {
+      block.template operator()<1, 2>(tt);
+    }
+  }
+  if (tt == token_tiles) return;
+  if (na == 2) {
+    block.template operator()<2, 1>(tt);
+  } else {
+    block.template operator()<1, 1>(tt);
+  }
+}
+
 // Columns [n_main, n) of out ([m, n]) from `rest(tail)`, which writes them into tail as [m, n - n_main].
 template <typename Rest>
 void fill_rest(int64_t m, int64_t n, int64_t n_main, float* out, const Rest& rest) {
@@ -264,15 +284,9 @@ PHOTON_AMX void matmul_amx(const float* x, int64_t m, int64_t k, int64_t ldx, co
   run_tiles(x, m, k, ldx, n, out, kBlockTokens, 0,
             [&](int na, int64_t j0, const uint16_t* hi, const uint16_t* lo, int64_t token_tiles, int64_t tokens,
                 float* block_out, uint16_t*) {
-              int64_t tt = 0;
-              for (; tt + 2 <= token_tiles; tt += 2) {
-                na == 2 ? tile_block<2, 2>(wb, k, j0, hi, lo, tt, tokens, block_out, n)
-                        : tile_block<1, 2>(wb, k, j0, hi, lo, tt, tokens, block_out, n);
-              }
-              if (tt < token_tiles) {
-                na == 2 ? tile_block<2, 1>(wb, k, j0, hi, lo, tt, tokens, block_out, n)
-                        : tile_block<1, 1>(wb, k, j0, hi, lo, tt, tokens, block_out, n);
-              }
+              each_token_tile(na, token_tiles, [&]<int NA, int NB>(int64_t tt) {
+                tile_block<NA, NB>(wb, k, j0, hi, lo, tt, tokens, block_out, n);
+              });
             });
   const int64_t n_main = n / kTile * kTile;
   fill_rest(m, n, n_main, out,
@@ -289,15 +303,9 @@ PHOTON_AMX void matmul_amx_int8(const float* x, int64_t m, int64_t k, int64_t ld
                 float* block_out, uint16_t* wb) {
               widen_rows(w, k, j0, na * kTile, wb);
               const float* s = scales + j0 * groups;
-              int64_t tt = 0;
-              for (; tt + 2 <= token_tiles; tt += 2) {
-                na == 2 ? tile_block_int8<2, 2>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n)
-                        : tile_block_int8<1, 2>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n);
-              }
-              if (tt < token_tiles) {
-                na == 2 ? tile_block_int8<2, 1>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n)
-                        : tile_block_int8<1, 1>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n);
-              }
+              each_token_tile(na, token_tiles, [&]<int NA, int NB>(int64_t tt) {
+                tile_block_int8<NA, NB>(wb, s, groups, group_steps, k, j0, hi, lo, tt, tokens, block_out, n);
+              });
             });
   const int64_t n_main = n / kTile * kTile;
   fill_rest(m, n, n_main, out, [&](float* tail) {
