@@ -358,7 +358,7 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
   // Each token tile (64, 128, 256) with partial tiles of tokens (m not a multiple) and of weight rows (n not a
   // multiple of 128), one 64-column step and many, K split over clusters of 2 to 8 blocks (evenly and not: 8 steps
   // over 3), groups of 32 (two groups a step), 64 and 128, strided activation rows, f32 and bf16 outputs, and the
-  // default plan.
+  // default plan (the last: a narrow matrix's 64-token tiles over three token tiles, split 4 ways).
   for (auto [m, n, k, group, ldx, tile, splits, out_f32] : {std::tuple{17, 200, 64, 32, 64, 64, 1, true},
                                                             {64, 128, 2048, 128, 2048, 64, 1, false},
                                                             {130, 392, 192, 64, 200, 128, 1, true},
@@ -367,7 +367,8 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
                                                             {256, 3072, 2048, 128, 2048, 256, 1, true},
                                                             {256, 2048, 8192, 128, 8192, 256, 8, false},
                                                             {70, 512, 1024, 64, 1024, 128, 2, true},
-                                                            {1000, 264, 320, 64, 320, 0, 0, false}}) {
+                                                            {1000, 264, 320, 64, 320, 0, 0, false},
+                                                            {150, 1024, 2048, 128, 2048, 0, 0, true}}) {
     INFO("m=" << m << " n=" << n << " k=" << k << " group=" << group << " ldx=" << ldx << " tile=" << tile
               << " splits=" << splits);
     const auto w = random_vec(static_cast<size_t>(n) * k, rng, 0.05f);

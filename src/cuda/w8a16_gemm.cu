@@ -488,13 +488,19 @@ W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k) {
   // widest tile whose grid fills 70% of the SMs (256 tokens), else 128. A grid short of that splits K over 4 (64-token
   // tiles) or 2 blocks: more splits add blocks that each re-read the activations, and the kernel is bound by that
   // traffic from L2 before the weights' from memory.
+  // Matrices of at most 8 row blocks (N <= 1024) keep 64-token tiles up to 192 rows: their grids of 128-token tiles
+  // are a few blocks (2026-12-06, H100: qwen3-0.6b o and down at 96-192 rows 64/4 7.3-10.2 us against 128/2
+  // 12.4-17.0). Every split keeps >= 8 steps of K: a 16-step K split 4 ways spent its blocks filling and reducing
+  // (qwen3-0.6b q/k/v at 24-64 rows 64/4 10.4-11.9 against 7.4-8.1 for 128/2 and 64/1).
   const int sms = sm_count(), row_blocks = (n + kRows - 1) / kRows;
   const auto blocks = [&](int tok) { return static_cast<int64_t>(row_blocks) * ((m + tok - 1) / tok); };
   const auto fills = [&](int tok) { return blocks(tok) * 10 >= static_cast<int64_t>(sms) * 7; };
-  W8a16GemmPlan plan{m <= 64 ? 64 : m > 128 && fills(256) ? 256 : 128, 1};
+  const bool narrow = row_blocks <= 8 && m <= 192;
+  W8a16GemmPlan plan{m <= 64 || narrow ? 64 : m > 128 && fills(256) ? 256 : 128, 1};
   if (!fills(plan.token_tile)) {
     const int64_t fill = std::max<int64_t>(1, sms / blocks(plan.token_tile));
-    plan.splits = static_cast<int>(std::min<int64_t>({plan.token_tile == 64 ? 4 : 2, fill, k / kStepK}));
+    plan.splits = static_cast<int>(
+        std::min<int64_t>({plan.token_tile == 64 ? 4 : 2, fill, std::max<int64_t>(1, k / (kStepK * 8))}));
   }
   // Above 128 rows, a grid of 128-token tiles still under 3/4 of the SMs takes 256-token tiles split twice as deep
   // (as many blocks, each copying its token tile once per step for all the rows) where every block keeps >= 32 steps
@@ -510,9 +516,11 @@ W8a16GemmPlan w8a16_gemm_plan(int m, int n, int k) {
 bool w8a16_gemm_pays(int64_t m, int64_t n, int64_t k) {
   // Against widening + cuBLASLt, same source: every projection shape up to 64 rows; up to 256 rows the wide ones
   // (q/k/v, gate/up, Llama-3.1-8B's down), and from 129 rows the long ones (K >= 4 N: Llama-3.2-1B's down, which
-  // the plan then cuts into 256-token tiles split 4 deep); beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores'
-  // peak and the widening is a small share.
-  return m <= 64 || (m <= 256 && n >= 3072) || (m > 128 && m <= 256 && k >= 4 * n);
+  // the plan then cuts into 256-token tiles split 4 deep); up to 192 rows the narrow ones of K >= 2048 (N <= 1024:
+  // Qwen3-0.6B's o and down, 64-token tiles split 4 deep: 7.3-10.2 us against widening's 9.0-12.3 on an H100);
+  // beyond, cuBLASLt's bf16 GEMM runs nearer the tensor cores' peak and the widening is a small share.
+  return m <= 64 || (m <= 256 && n >= 3072) || (m > 128 && m <= 256 && k >= 4 * n) ||
+         (m <= 192 && n <= 1024 && k >= 2048);
 }
 
 bool w8a16_gemm(const uint16_t* x, int m, int64_t ldx, const Int8Weights& w, int n, int k, void* out, bool out_f32,
