@@ -86,12 +86,13 @@ Status run(Options o) {
   SamplingParams params = o.sampling;
   params.ignore_eos = true;
 
-  // Warm-up: four short requests together, then one alone, compile the GEMM plans of small batches, touch every
-  // buffer once and run every kernel of a small batch and of one sequence once, so that no measured step loads a
-  // kernel's module (CUDA loads them lazily, at first use: ~25 ms for the one-row int8 GEMV's; docs/performance.md,
-  // 2026-12-04). No longer than the measured requests, which max_model_len may fit exactly.
+  // Warm-up: sixteen short requests together, then four, then one alone, compile the GEMM plans of small batches,
+  // touch every buffer once and run every kernel of a large, a small and a one-sequence step once, so that no
+  // measured step loads a kernel's module (CUDA loads them lazily, at first use: ~25 ms for the one-row int8 GEMV's,
+  // docs/performance.md, 2026-12-04; 75-110 ms of TTFT for int8 weights' widening path when no warm-up prompt step
+  // exceeded 256 rows, 2026-12-06). No longer than the measured requests, which max_model_len may fit exactly.
   params.max_tokens = static_cast<int32_t>(std::min<int64_t>(4, o.output_len));
-  for (const int requests : {4, 1}) {
+  for (const int requests : {16, 4, 1}) {
     for (int i = 0; i < requests; ++i) {
       auto id = engine->submit(random_prompt(std::min<int64_t>(o.input_len, 32)), params);
       if (!id) return id.status();
