@@ -26,9 +26,9 @@
 namespace {
 
 constexpr int kGroup = 128;
-constexpr const char* kPaths[] = {"bf16",        "widen",       "w8a16",       "w8a16/64/1",
-                                  "w8a16/64/2",  "w8a16/64/4",  "w8a16/128/1", "w8a16/128/2",
-                                  "w8a16/256/1", "w8a16/256/2", "w8a16/256/4"};
+constexpr const char* kPaths[] = {"bf16",        "widen",       "w8a16",       "w8a16/64/1",  "w8a16/64/2",
+                                  "w8a16/64/4",  "w8a16/64/8",  "w8a16/128/1", "w8a16/128/2", "w8a16/128/4",
+                                  "w8a16/128/8", "w8a16/256/1", "w8a16/256/2", "w8a16/256/4", "w8a16/256/8"};
 
 uint16_t to_bf16(float f) {
   uint32_t u;
