@@ -21,6 +21,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "cuda/gemm.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/w8a16_choices.hpp"
 #include "engine/sampler.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
@@ -398,6 +399,63 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
   CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, workspace, 16));
   CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, static_cast<char*>(workspace) + 2, 32));
   CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 130, workspace, 32));
+  cudaFree(workspace);
+}
+
+TEST_CASE("timed W8A16 choices cover every row count, run, and equal widening the int8 weights", "[cuda]") {
+  REQUIRE_GPU(b);
+  if (!cuda::w8a16_gemm_available()) SKIP("the W8A16 GEMM needs compute capability 9.0 and an sm_90a build");
+  std::mt19937 rng(31);
+  auto* gpu = b.gpu.get();
+  void* workspace = nullptr;
+  REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
+  cuda::Gemm gemm;
+  REQUIRE(gemm.init(workspace).is_ok());
+  auto* stream = static_cast<cudaStream_t>(cuda_backend_stream(*gpu));
+  const int n = 1024, k = 2048, group = 128, max_m = cuda::W8a16Choices::kRows.back();
+  Weight q = gpu->quantize_int8(
+                    gpu_tensor(*gpu, random_vec(static_cast<size_t>(n) * k, rng, 0.05f), {n, k}, DType::kBF16), group)
+                 .value();
+  const cuda::Int8Weights iw{q.values.data<int8_t>(), q.scales.data<float>(), static_cast<int>(q.num_groups()), group};
+  Tensor wide = Tensor::empty({n, k}, DType::kBF16, gpu->allocator()).value();
+  Tensor scratch =
+      Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, gpu->allocator())
+          .value();
+  cuda::W8a16Choices choices;
+  // Untimed, every row count takes the rule's path.
+  for (int m = 17; m <= max_m; ++m) {
+    const cuda::W8a16Choice c = choices.choose(m, n, k, group);
+    CHECK(c.widen == !cuda::w8a16_gemm_pays(m, n, k));
+    CHECK(c.plan.token_tile == cuda::w8a16_gemm_plan(m, n, k).token_tile);
+    CHECK(c.plan.splits == cuda::w8a16_gemm_plan(m, n, k).splits);
+  }
+  REQUIRE(choices.wants(n, k, group));
+  REQUIRE(choices.time_shape(iw, n, k, gemm, static_cast<uint16_t*>(wide.raw()), scratch.raw(), stream).is_ok());
+  CHECK_FALSE(choices.wants(n, k, group));
+  CHECK(choices.wants(n, k, 64));  // another group size is another shape
+  // Timed, each row count's path runs and gives widening's sums (the same bf16 products in another order).
+  const auto x = random_vec(static_cast<size_t>(max_m) * k, rng);
+  Tensor gx = gpu_tensor(*gpu, x, {max_m, k}, DType::kBF16);
+  const auto* x16 = static_cast<const uint16_t*>(gx.raw());
+  Tensor ref = Tensor::empty({max_m, n}, DType::kF32, gpu->allocator()).value();
+  Tensor got = Tensor::empty({max_m, n}, DType::kF32, gpu->allocator()).value();
+  cuda::dequantize_int8(iw, n, k, static_cast<uint16_t*>(wide.raw()), stream);
+  for (const int m : {17, 24, 25, 63, 100, 128, 129, 200, 256}) {
+    INFO("m=" << m);
+    const cuda::W8a16Choice c = choices.choose(m, n, k, group);
+    CHECK((c.widen || c.plan.token_tile == 64 || c.plan.token_tile == 128 || c.plan.token_tile == 256));
+    REQUIRE(gemm.run(x16, m, k, k, wide.raw(), n, ref.raw(), true, stream).is_ok());
+    if (c.widen) continue;
+    REQUIRE(cuda::w8a16_gemm(x16, m, k, iw, n, k, got.raw(), true, stream, c.plan));
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    const auto all_ref = read_back(*gpu, ref), all_got = read_back(*gpu, got);
+    const std::vector<float> r(all_ref.begin(), all_ref.begin() + static_cast<int64_t>(m) * n);
+    const std::vector<float> g(all_got.begin(), all_got.begin() + static_cast<int64_t>(m) * n);
+    CHECK(violation(g, r, 1e-4, 1e-5) <= 1.0);
+  }
+  // Beyond the timed rows, and at decode sizes, the rule's path.
+  CHECK(choices.choose(300, n, k, group).widen == !cuda::w8a16_gemm_pays(300, n, k));
+  CHECK(choices.choose(16, n, k, group).widen == !cuda::w8a16_gemm_pays(16, n, k));
   cudaFree(workspace);
 }
 

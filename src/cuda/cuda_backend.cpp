@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -17,6 +18,7 @@
 #include "cuda/gemm.hpp"
 #include "cuda/kernel_trace.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/w8a16_choices.hpp"
 
 namespace photon {
 namespace {
@@ -231,7 +233,20 @@ class CudaBackend final : public Backend {
   }
 
   Status prepare_weight(const Weight& w) override {
-    return w.quantized() ? reserve_dequantized(w.rows() * w.cols()) : Status::ok();
+    if (!w.quantized()) return Status::ok();
+    PHOTON_RETURN_IF_ERROR(reserve_dequantized(w.rows() * w.cols()));
+    const int64_t n = w.rows(), k = w.cols();
+    if (!w8a16_choices_.wants(n, k, to_int(w.group_size))) return Status::ok();
+    PHOTON_ASSIGN_OR_RETURN(
+        Tensor scratch,
+        Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, allocator_));
+    const auto start = std::chrono::steady_clock::now();
+    PHOTON_RETURN_IF_ERROR(w8a16_choices_.time_shape(int8(w), to_int(n), to_int(k), *gemm_, bf16_mut(dequantized_),
+                                                     scratch.raw(), stream_));
+    log::debug("int8 matmul paths for {} x {} (groups of {}), timed in {:.0f} ms, by rows: {}", n, k, w.group_size,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
+               w8a16_choices_.describe(n, k, to_int(w.group_size)));
+    return Status::ok();
   }
 
   Result<std::shared_ptr<void>> allocate_host(size_t bytes) override {
@@ -376,8 +391,9 @@ class CudaBackend final : public Backend {
     const bool out_f32 = out.dtype() == DType::kF32;
     if (skinny(x, w, n, out.raw(), out_f32, false)) return Status::ok();
     if (!w.quantized()) return gemm_->run(x.raw(), m, k, ldx, w.values.raw(), n, out.raw(), out_f32, stream_);
-    if (cuda::w8a16_gemm_pays(m, n, k) &&
-        cuda::w8a16_gemm(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32, stream_)) {
+    const cuda::W8a16Choice path = w8a16_choices_.choose(m, n, k, to_int(w.group_size));
+    if (!path.widen && cuda::w8a16_gemm(bf16(x), to_int(m), ldx, int8(w), to_int(n), to_int(k), out.raw(), out_f32,
+                                        stream_, path.plan)) {
       return Status::ok();
     }
     auto* wide = bf16_mut(dequantized_);
@@ -391,7 +407,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   void* gemm_workspace_ = nullptr;
   void* attention_workspace_ = nullptr;
-  Tensor dequantized_;  // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
+  Tensor dequantized_;                // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
+  cuda::W8a16Choices w8a16_choices_;  // the int8 GEMM path for each weight shape and row count (prepare_weight)
   std::vector<cudaGraphExec_t> graphs_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
   cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
