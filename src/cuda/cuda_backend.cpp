@@ -237,12 +237,16 @@ class CudaBackend final : public Backend {
     PHOTON_RETURN_IF_ERROR(reserve_dequantized(w.rows() * w.cols()));
     const int64_t n = w.rows(), k = w.cols();
     if (!w8a16_choices_.wants(n, k, to_int(w.group_size))) return Status::ok();
-    PHOTON_ASSIGN_OR_RETURN(
-        Tensor scratch,
-        Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, allocator_));
+    // Timing is optional: where its scratch does not fit the memory budget, the shape keeps the rule's paths.
+    Result<Tensor> scratch =
+        Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, allocator_);
+    if (!scratch) {
+      log::debug("int8 matmul paths for {} x {} not timed: {}", n, k, scratch.status().message());
+      return Status::ok();
+    }
     const auto start = std::chrono::steady_clock::now();
     PHOTON_RETURN_IF_ERROR(w8a16_choices_.time_shape(int8(w), to_int(n), to_int(k), *gemm_, bf16_mut(dequantized_),
-                                                     scratch.raw(), stream_));
+                                                     scratch->raw(), stream_));
     log::debug("int8 matmul paths for {} x {} (groups of {}), timed in {:.0f} ms, by rows: {}", n, k, w.group_size,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
                w8a16_choices_.describe(n, k, to_int(w.group_size)));
