@@ -347,15 +347,26 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
   }
 }
 
+// A cuBLASLt GEMM of the test's own (with its workspace), for comparing a kernel with cuBLASLt's product.
+struct TestGemm {
+  void* workspace = nullptr;
+  cuda::Gemm gemm;  // destroyed before the workspace is freed
+  TestGemm() {
+    REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
+    REQUIRE(gemm.init(workspace).is_ok());
+  }
+  ~TestGemm() { cudaFree(workspace); }
+  TestGemm(const TestGemm&) = delete;
+  TestGemm& operator=(const TestGemm&) = delete;
+};
+
 TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt", "[cuda]") {
   REQUIRE_GPU(b);
   if (!cuda::w8a16_gemm_available()) SKIP("the W8A16 GEMM needs compute capability 9.0 and an sm_90a build");
   std::mt19937 rng(29);
   auto* gpu = b.gpu.get();
-  void* workspace = nullptr;
-  REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
-  cuda::Gemm gemm;
-  REQUIRE(gemm.init(workspace).is_ok());
+  TestGemm tg;
+  cuda::Gemm& gemm = tg.gemm;
   // Each token tile (64, 128, 256) with partial tiles of tokens (m not a multiple) and of weight rows (n not a
   // multiple of 128), one 64-column step and many, K split over clusters of 2 to 8 blocks (evenly and not: 8 steps
   // over 3), groups of 32 (two groups a step), 64 and 128, strided activation rows, f32 and bf16 outputs, and the
@@ -394,12 +405,11 @@ TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt"
     CHECK(violation(read_back(*gpu, got), read_back(*gpu, ref), 1e-4, out_f32 ? 1e-5 : 8e-3) <= 1.0);
   }
   // Shapes it declines: K not a multiple of 64, N not of 8, groups of 16, misaligned activations.
-  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 96, 96, workspace, 32));
-  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 60, 128, 128, workspace, 32));
-  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, workspace, 16));
-  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, static_cast<char*>(workspace) + 2, 32));
-  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 130, workspace, 32));
-  cudaFree(workspace);
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 96, 96, tg.workspace, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 60, 128, 128, tg.workspace, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, tg.workspace, 16));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 128, static_cast<char*>(tg.workspace) + 2, 32));
+  CHECK_FALSE(cuda::w8a16_gemm_supported(32, 64, 128, 130, tg.workspace, 32));
 }
 
 TEST_CASE("timed W8A16 choices cover every row count, run, and equal widening the int8 weights", "[cuda]") {
@@ -407,10 +417,8 @@ TEST_CASE("timed W8A16 choices cover every row count, run, and equal widening th
   if (!cuda::w8a16_gemm_available()) SKIP("the W8A16 GEMM needs compute capability 9.0 and an sm_90a build");
   std::mt19937 rng(31);
   auto* gpu = b.gpu.get();
-  void* workspace = nullptr;
-  REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
-  cuda::Gemm gemm;
-  REQUIRE(gemm.init(workspace).is_ok());
+  TestGemm tg;
+  cuda::Gemm& gemm = tg.gemm;
   auto* stream = static_cast<cudaStream_t>(cuda_backend_stream(*gpu));
   const int n = 1024, k = 2048, group = 128, max_m = cuda::W8a16Choices::kRows.back();
   Weight q = gpu->quantize_int8(
@@ -456,7 +464,6 @@ TEST_CASE("timed W8A16 choices cover every row count, run, and equal widening th
   // Beyond the timed rows, and at decode sizes, the rule's path.
   CHECK(choices.choose(300, n, k, group).widen == !cuda::w8a16_gemm_pays(300, n, k));
   CHECK(choices.choose(16, n, k, group).widen == !cuda::w8a16_gemm_pays(16, n, k));
-  cudaFree(workspace);
 }
 
 TEST_CASE("dummy weights generated on the GPU are the host's bits, whole and sharded", "[cuda]") {
