@@ -452,14 +452,11 @@ TEST_CASE("timed W8A16 choices cover every row count, run, and equal widening th
     INFO("m=" << m);
     const cuda::W8a16Choice c = choices.choose(m, n, k, group);
     CHECK((c.widen || c.plan.token_tile == 64 || c.plan.token_tile == 128 || c.plan.token_tile == 256));
-    REQUIRE(gemm.run(x16, m, k, k, wide.raw(), n, ref.raw(), true, stream).is_ok());
     if (c.widen) continue;
+    REQUIRE(gemm.run(x16, m, k, k, wide.raw(), n, ref.raw(), true, stream).is_ok());
     REQUIRE(cuda::w8a16_gemm(x16, m, k, iw, n, k, got.raw(), true, stream, c.plan));
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-    const auto all_ref = read_back(*gpu, ref), all_got = read_back(*gpu, got);
-    const std::vector<float> r(all_ref.begin(), all_ref.begin() + static_cast<int64_t>(m) * n);
-    const std::vector<float> g(all_got.begin(), all_got.begin() + static_cast<int64_t>(m) * n);
-    CHECK(violation(g, r, 1e-4, 1e-5) <= 1.0);
+    CHECK(violation(read_back(*gpu, got.slice_rows(0, m)), read_back(*gpu, ref.slice_rows(0, m)), 1e-4, 1e-5) <= 1.0);
   }
   // Beyond the timed rows, and at decode sizes, the rule's path.
   CHECK(choices.choose(300, n, k, group).widen == !cuda::w8a16_gemm_pays(300, n, k));
