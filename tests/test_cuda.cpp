@@ -96,6 +96,19 @@ double violation(const std::vector<float>& a, const std::vector<float>& b, doubl
 
 }  // namespace
 
+// A cuBLASLt GEMM of the test's own (with its workspace), for comparing a kernel with cuBLASLt's product.
+struct TestGemm {
+  void* workspace = nullptr;
+  cuda::Gemm gemm;  // destroyed before the workspace is freed
+  TestGemm() {
+    REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
+    REQUIRE(gemm.init(workspace).is_ok());
+  }
+  ~TestGemm() { cudaFree(workspace); }
+  TestGemm(const TestGemm&) = delete;
+  TestGemm& operator=(const TestGemm&) = delete;
+};
+
 TEST_CASE("CUDA linear matches the CPU (bf16 and f32 outputs, odd sizes)", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(1);
@@ -136,11 +149,9 @@ TEST_CASE("every algorithm cuBLASLt ranks for a matmul computes it; a rank it do
   const std::vector<float> ref(cout.data<float>(), cout.data<float>() + cout.numel());
   Tensor gx = gpu_tensor(*b.gpu, x, {m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
   Tensor gout = Tensor::empty({m, n}, DType::kF32, b.gpu->allocator()).value();
-  Tensor workspace =
-      Tensor::empty({static_cast<int64_t>(cuda::Gemm::kWorkspaceBytes / 4)}, DType::kF32, b.gpu->allocator()).value();
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the uploads (the backend's stream) are done
-  cuda::Gemm gemm;
-  REQUIRE(gemm.init(workspace.data<float>()).is_ok());
+  TestGemm tg;
+  cuda::Gemm& gemm = tg.gemm;
   const Result<int> count = gemm.algorithm_count(m, k, k, n, true);
   REQUIRE(count.is_ok());
   REQUIRE(*count >= 1);
@@ -156,6 +167,62 @@ TEST_CASE("every algorithm cuBLASLt ranks for a matmul computes it; a rank it do
       gemm.run(gx.data<uint16_t>(), m, k, k, gw.data<uint16_t>(), n, gout.data<float>(), true, nullptr, *count);
   CHECK(beyond.code() == StatusCode::kInvalidArgument);
   CHECK(beyond.message().find("rank") != std::string::npos);
+}
+
+TEST_CASE("timed cuBLASLt algorithms: decode rows at load, larger buckets on first use outside a capture", "[cuda]") {
+  REQUIRE_GPU(b);
+  if (!cuda::gemm_tuning_enabled()) SKIP("PHOTON_GEMM_TUNING=0: nothing is timed");
+  std::mt19937 rng(7);
+  const int max_m = 2000, k = 512, n = 384;
+  const auto x = random_vec(static_cast<size_t>(max_m * k), rng);
+  const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
+  Tensor cx = cpu_tensor(x, {max_m, k}), cw = cpu_tensor(w, {n, k});
+  Tensor cout = Tensor::empty({max_m, n}, DType::kF32, default_cpu_allocator()).value();
+  b.cpu->linear(cx, cw, cout);
+  Tensor gx = gpu_tensor(*b.gpu, x, {max_m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
+  Tensor gout = Tensor::empty({max_m, n}, DType::kF32, b.gpu->allocator()).value();
+  Tensor scratch = Tensor::empty({static_cast<int64_t>(cuda::Gemm::decode_scratch_bytes(n, k, true))}, DType::kI8,
+                                 b.gpu->allocator())
+                       .value();
+  auto* stream = static_cast<cudaStream_t>(cuda_backend_stream(*b.gpu));
+  TestGemm tg;
+  cuda::Gemm& gemm = tg.gemm;
+  CHECK(gemm.describe(n, k, true).empty());
+  REQUIRE(gemm.wants_decode_rows(n, k, true));
+  REQUIRE(gemm.time_decode_rows(gw.raw(), n, k, true, scratch.raw(), stream).is_ok());
+  CHECK_FALSE(gemm.wants_decode_rows(n, k, true));
+  CHECK(gemm.wants_decode_rows(n, k, false));  // bf16 products are another shape
+  const std::string decode = gemm.describe(n, k, true);
+  INFO("choices: " << decode);
+  CHECK(decode.rfind("16: ", 0) == 0);
+  CHECK(std::count(decode.begin(), decode.end(), ':') == static_cast<long>(cuda::Gemm::kDecodeRows.size()));
+  // Every row count runs its bucket's algorithm (timed at another row count for most) and computes the product; the
+  // first call of a bucket above the decode rows times it.
+  const auto check_rows = [&](int m) {
+    INFO("m=" << m);
+    const std::vector<float> ref(cout.data<float>(), cout.data<float>() + static_cast<size_t>(m) * n);
+    CHECK(violation(read_back(*b.gpu, gout.slice_rows(0, m)), ref, 1e-2, 1e-3) <= 1.0);
+  };
+  for (const int m : {9, 16, 17, 40, 100, 256, 300, 1000}) {
+    REQUIRE(gemm.run(gx.raw(), m, k, k, gw.raw(), n, gout.raw(), true, stream).is_ok());
+    REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+    check_rows(m);
+  }
+  const std::string all = gemm.describe(n, k, true);
+  CHECK(all.find("512: ") != std::string::npos);
+  CHECK(all.find("1024: ") != std::string::npos);
+  // Under a graph capture nothing is timed: the heuristic's algorithm is captured and the bucket stays untimed.
+  REQUIRE(cudaMemsetAsync(gout.raw(), 0, gout.numel() * 4, stream) == cudaSuccess);
+  REQUIRE(b.gpu->begin_capture().is_ok());
+  const Status captured = gemm.run(gx.raw(), max_m, k, k, gw.raw(), n, gout.raw(), true, stream);
+  const Result<int> graph = b.gpu->end_capture();
+  REQUIRE(captured.is_ok());
+  REQUIRE(graph.is_ok());
+  REQUIRE(b.gpu->launch_graph(*graph).is_ok());
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  check_rows(max_m);
+  CHECK(gemm.describe(n, k, true).find("2048: ") == std::string::npos);
+  b.gpu->destroy_graph(*graph);
 }
 
 TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[cuda]") {
@@ -213,8 +280,8 @@ TEST_CASE("CUDA norms and residual adds fused into the GEMVs equal the separate 
       cw = b.cpu->quantize_int8(cw.values, group).value();
       gw_down = b.gpu->quantize_int8(gw_down.values, group).value();
       cw_down = b.cpu->quantize_int8(cw_down.values, group).value();
-      REQUIRE(b.gpu->prepare_weight(gw).is_ok());
-      REQUIRE(b.gpu->prepare_weight(gw_down).is_ok());
+      REQUIRE(b.gpu->prepare_weight(gw, DType::kBF16).is_ok());
+      REQUIRE(b.gpu->prepare_weight(gw_down, DType::kBF16).is_ok());
     }
     CHECK(b.gpu->fuses_norm_into_linear(m, gw) == (m <= 8 && (group == 0 || m == 1)));
     CHECK_FALSE(b.cpu->fuses_norm_into_linear(m, cw));
@@ -300,7 +367,7 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     Tensor gw = gpu_tensor(*b.gpu, w, {2 * n, k}, DType::kBF16);
     Weight cq = b.cpu->quantize_int8(cw, group).value();
     Weight gq = b.gpu->quantize_int8(gw, group).value();
-    REQUIRE(b.gpu->prepare_weight(gq).is_ok());  // as the loader does: the GEMM path's bf16 scratch
+    REQUIRE(b.gpu->prepare_weight(gq, DType::kBF16).is_ok());  // as the loader does: the GEMM path's bf16 scratch
     REQUIRE(gq.num_groups() == cq.num_groups());
     std::vector<int8_t> values(static_cast<size_t>(2 * n * k));
     std::vector<float> scales(static_cast<size_t>(gq.scales.numel()));
@@ -346,19 +413,6 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     CHECK(violation(read_back(*b.gpu, gemb), emb_ref, 1e-6, 4e-3) <= 1.0);
   }
 }
-
-// A cuBLASLt GEMM of the test's own (with its workspace), for comparing a kernel with cuBLASLt's product.
-struct TestGemm {
-  void* workspace = nullptr;
-  cuda::Gemm gemm;  // destroyed before the workspace is freed
-  TestGemm() {
-    REQUIRE(cudaMalloc(&workspace, cuda::Gemm::kWorkspaceBytes) == cudaSuccess);
-    REQUIRE(gemm.init(workspace).is_ok());
-  }
-  ~TestGemm() { cudaFree(workspace); }
-  TestGemm(const TestGemm&) = delete;
-  TestGemm& operator=(const TestGemm&) = delete;
-};
 
 TEST_CASE("the Hopper W8A16 GEMM equals widening the int8 weights then cuBLASLt", "[cuda]") {
   REQUIRE_GPU(b);
@@ -1058,18 +1112,20 @@ TEST_CASE("decode steps replayed as CUDA graphs match eager steps", "[cuda]") {
 TEST_CASE("device allocations failing anywhere in loading are clean out-of-memory errors", "[cuda]") {
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
   const std::string model = std::string(PHOTON_TEST_DATA_DIR) + "/parity/llama3-mha-untied";
-  // Weights, decoder workspace and KV cache: everything an engine takes from the device before its first step.
-  auto build = [&](Backend& gpu) -> Status {
+  // Weights, decoder workspace and KV cache: everything an engine keeps on the device before its first step (in
+  // `kept`, bytes). Loading also takes scratch for timing kernel choices, for a while; that is optional (under a
+  // budget it does not fit, nothing is timed), so the budgets below are fractions of what is kept, not of the peak.
+  auto build = [&](Backend& gpu, size_t* kept = nullptr) -> Status {
     PHOTON_ASSIGN_OR_RETURN(LoadedModel m, load_model({model}, gpu));
     PHOTON_ASSIGN_OR_RETURN(auto decoder, Decoder::create(m.config, std::move(m.weights), gpu, DecoderLimits{}));
     PHOTON_ASSIGN_OR_RETURN(auto kv, PagedKvCache::create(m.config, gpu, 64, 16, DType::kBF16));
+    if (kept != nullptr) *kept = gpu.allocator().bytes_in_use();
     return Status::ok();
   };
   size_t needed = 0;
   {
     auto gpu = make_cuda_backend(0).value();
-    REQUIRE(build(*gpu).is_ok());
-    needed = gpu->allocator().peak_bytes();
+    REQUIRE(build(*gpu, &needed).is_ok());
   }
   for (size_t k = 0; k < 16; ++k) {
     const size_t limit = needed * k / 16;

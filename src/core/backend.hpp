@@ -151,10 +151,13 @@ class Backend {
   }
 
   /// Called once for every matmul weight of a loaded model (quantized at load or read quantized), before the first
-  /// operation: the backend reserves what its kernels will need for it (the GPU: the scratch that int8 weights are
-  /// widened into for large batches). Errors: out of device memory.
-  virtual Status prepare_weight(const Weight& w) {
+  /// operation; `out` is the dtype of the products it will be multiplied into (the activation dtype, or f32 for the
+  /// LM head's logits). The backend reserves what its kernels will need for the weight and may time its choices of
+  /// kernel for the shape (the GPU: the scratch that int8 weights are widened into for large batches, cuBLASLt's
+  /// algorithms and the int8 matmul paths at decode sizes). Errors: out of device memory, device failures.
+  virtual Status prepare_weight(const Weight& w, DType out) {
     (void)w;
+    (void)out;
     return Status::ok();
   }
   /// Symmetric group-wise int8 of a float weight [N, K] on this device: for each row and each group of

@@ -29,6 +29,9 @@ const size_t kAttentionWorkspaceBytes = cuda::attention_workspace_floats(256) * 
 const uint16_t* bf16(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 uint16_t* bf16_mut(const Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
 int to_int(int64_t v) { return static_cast<int>(v); }
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -232,10 +235,25 @@ class CudaBackend final : public Backend {
     return q;
   }
 
-  Status prepare_weight(const Weight& w) override {
-    if (!w.quantized()) return Status::ok();
-    PHOTON_RETURN_IF_ERROR(reserve_dequantized(w.rows() * w.cols()));
+  Status prepare_weight(const Weight& w, DType out) override {
     const int64_t n = w.rows(), k = w.cols();
+    if (!w.quantized()) {
+      const bool out_f32 = out == DType::kF32;
+      if (!gemm_->wants_decode_rows(n, k, out_f32)) return Status::ok();
+      // Timing is optional: where its scratch does not fit the memory budget, the heuristic's algorithms serve.
+      Result<Tensor> scratch = Tensor::empty({static_cast<int64_t>(cuda::Gemm::decode_scratch_bytes(n, k, out_f32))},
+                                             DType::kI8, allocator_);
+      if (!scratch) {
+        log::debug("cuBLASLt algorithms for {} x {} not timed: {}", n, k, scratch.status().message());
+        return Status::ok();
+      }
+      const auto start = std::chrono::steady_clock::now();
+      PHOTON_RETURN_IF_ERROR(gemm_->time_decode_rows(w.values.raw(), n, k, out_f32, scratch->raw(), stream_));
+      log::debug("cuBLASLt algorithms for {} x {} ({} out), timed in {:.0f} ms, by rows (rank of how many): {}", n, k,
+                 dtype_name(out), ms_since(start), gemm_->describe(n, k, out_f32));
+      return Status::ok();
+    }
+    PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
     if (!w8a16_choices_.wants(n, k, to_int(w.group_size))) return Status::ok();
     // Timing is optional: where its scratch does not fit the memory budget, the shape keeps the rule's paths.
     Result<Tensor> scratch =
@@ -248,8 +266,7 @@ class CudaBackend final : public Backend {
     PHOTON_RETURN_IF_ERROR(w8a16_choices_.time_shape(int8(w), to_int(n), to_int(k), *gemm_, bf16_mut(dequantized_),
                                                      scratch->raw(), stream_));
     log::debug("int8 matmul paths for {} x {} (groups of {}), timed in {:.0f} ms, by rows: {}", n, k, w.group_size,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(),
-               w8a16_choices_.describe(n, k, to_int(w.group_size)));
+               ms_since(start), w8a16_choices_.describe(n, k, to_int(w.group_size)));
     return Status::ok();
   }
 

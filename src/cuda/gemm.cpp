@@ -1,16 +1,37 @@
 #include "cuda/gemm.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
 #include <fmt/format.h>
 
+#include "core/logging.hpp"
 #include "cuda/cuda_check.hpp"
 
 namespace photon::cuda {
+namespace {
+
+constexpr float kMargin = 0.97f;  // a timed algorithm replaces the heuristic's first only when this much faster
+
+}  // namespace
+
+bool gemm_tuning_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PHOTON_GEMM_TUNING");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   std::vector<cublasLtMatmulAlgo_t> algos;  // the heuristic's, best guess first
   int queried = 0;                          // how many were asked for
+  bool resolved = false;                    // `chosen` holds the bucket's timed choice (chosen())
+  cublasLtMatmulAlgo_t chosen{};
   ~Plan() {
     if (c) cublasLtMatrixLayoutDestroy(c);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -30,6 +51,13 @@ Status Gemm::init(void* workspace) {
   workspace_ = workspace;
   PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&handle_));
   return Status::ok();
+}
+
+int64_t Gemm::bucket(int64_t m) {
+  if (m <= kDecodeRows.back()) return *std::lower_bound(kDecodeRows.begin(), kDecodeRows.end(), static_cast<int>(m));
+  int64_t b = kDecodeRows.back();
+  while (b < m) b *= 2;
+  return b;
 }
 
 // cuBLASLt is column-major: out^T (n x m) = W (k x n, transposed) * x^T (k x m).
@@ -72,24 +100,127 @@ Result<Gemm::Plan*> Gemm::plan(int64_t m, int64_t k, int64_t ldx, int64_t n, boo
   return &p;
 }
 
+Status Gemm::launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* out,
+                    cudaStream_t stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p.op, &alpha, w, p.a, x, p.b, &beta, out, p.c, out, p.c, &algo,
+                                               workspace_, kWorkspaceBytes, stream));
+  return Status::ok();
+}
+
+const cublasLtMatmulAlgo_t& Gemm::chosen(Plan& p, int64_t m, int64_t n, int64_t k, bool out_f32) {
+  if (p.resolved) return p.chosen;
+  const auto shape = choices_.find({n, k, out_f32});
+  if (shape == choices_.end()) return p.algos.front();
+  const auto choice = shape->second.find(bucket(m));
+  if (choice == shape->second.end()) return p.algos.front();
+  // The bucket's algorithm was timed at another row count: cuBLASLt says whether it serves this one.
+  cublasLtMatmulHeuristicResult_t check{};
+  const bool serves = cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.c, p.c, &choice->second.algo, &check) ==
+                          CUBLAS_STATUS_SUCCESS &&
+                      check.workspaceSize <= kWorkspaceBytes;
+  p.chosen = serves ? choice->second.algo : p.algos.front();
+  p.resolved = true;
+  return p.chosen;
+}
+
+Result<Gemm::Choice> Gemm::time_bucket(const void* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n,
+                                       void* out, bool out_f32, void* flush, cudaStream_t stream) {
+  PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, kMaxAlgorithms));
+  const std::vector<cublasLtMatmulAlgo_t> algos = p->algos;
+  Choice c;
+  c.algo = algos.front();
+  c.timed = static_cast<int>(algos.size());
+  float first_us = std::numeric_limits<float>::infinity(), best_us = first_us;
+  for (size_t i = 0; i < algos.size(); ++i) {
+    PHOTON_ASSIGN_OR_RETURN(const float us, timer_.least_us(stream, flush, [&]() -> Result<bool> {
+      return launch(*p, algos[i], x, w, out, stream).is_ok();
+    }));
+    if (us < 0.0f) continue;  // an algorithm that declines these operands
+    if (i == 0) {
+      first_us = best_us = us;
+    } else if (us < best_us && us < kMargin * first_us) {
+      best_us = us;
+      c.algo = algos[i];
+      c.rank = static_cast<int>(i);
+    }
+  }
+  c.first_us = first_us;
+  c.best_us = best_us;
+  choices_[{n, k, out_f32}][bucket(m)] = c;
+  for (auto& [key, plan] : plans_) {
+    if (std::get<1>(key) == n && std::get<2>(key) == k && std::get<4>(key) == out_f32) plan->resolved = false;
+  }
+  return c;
+}
+
 Status Gemm::run(const void* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, void* out, bool out_f32,
                  cudaStream_t stream, int rank) {
-  PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, rank == 0 ? 1 : kMaxAlgorithms));
-  if (rank < 0 || rank >= static_cast<int>(p->algos.size())) {
-    return Status(StatusCode::kInvalidArgument, fmt::format("cuBLASLt offers {} algorithms for a {}x{}x{} matmul, "
-                                                            "not a rank {}",
-                                                            p->algos.size(), m, n, k, rank));
+  if (rank != kChosen) {
+    PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, kMaxAlgorithms));
+    if (rank < 0 || rank >= static_cast<int>(p->algos.size())) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("cuBLASLt offers {} algorithms for a {}x{}x{} matmul, "
+                                                              "not a rank {}",
+                                                              p->algos.size(), m, n, k, rank));
+    }
+    return launch(*p, p->algos[static_cast<size_t>(rank)], x, w, out, stream);
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  PHOTON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle_, p->op, &alpha, w, p->a, x, p->b, &beta, out, p->c, out, p->c,
-                                               &p->algos[static_cast<size_t>(rank)], workspace_, kWorkspaceBytes,
-                                               stream));
-  return Status::ok();
+  if (m > kDecodeRows.back() && gemm_tuning_enabled()) {
+    const auto shape = choices_.find({n, k, out_f32});
+    if (shape == choices_.end() || shape->second.count(bucket(m)) == 0) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+      if (capture == cudaStreamCaptureStatusNone) {
+        PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, m, k, ldx, w, n, out, out_f32, nullptr, stream));
+        log::debug(
+            "cuBLASLt algorithms for {} rows of {} x {} ({} out; rows up to {}): rank {} of {} kept, {:.1f} us "
+            "(the first: {:.1f} us)",
+            m, n, k, out_f32 ? "f32" : "bf16", bucket(m), c.rank, c.timed, c.best_us, c.first_us);
+      }
+    }
+  }
+  PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, 1));
+  return launch(*p, chosen(*p, m, n, k, out_f32), x, w, out, stream);
 }
 
 Result<int> Gemm::algorithm_count(int64_t m, int64_t k, int64_t ldx, int64_t n, bool out_f32) {
   PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, kMaxAlgorithms));
   return static_cast<int>(p->algos.size());
+}
+
+size_t Gemm::decode_scratch_bytes(int64_t n, int64_t k, bool out_f32) {
+  const auto rows = static_cast<size_t>(kDecodeRows.back());
+  return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * (out_f32 ? 4 : 2) +
+         LaunchTimer::flush_bytes();
+}
+
+bool Gemm::wants_decode_rows(int64_t n, int64_t k, bool out_f32) const {
+  if (!gemm_tuning_enabled()) return false;
+  const auto shape = choices_.find({n, k, out_f32});
+  return shape == choices_.end() || shape->second.count(kDecodeRows.front()) == 0;
+}
+
+Status Gemm::time_decode_rows(const void* w, int64_t n, int64_t k, bool out_f32, void* scratch, cudaStream_t s) {
+  auto* x = static_cast<char*>(scratch);
+  char* out = x + static_cast<size_t>(kDecodeRows.back()) * static_cast<size_t>(k) * 2;
+  char* flush = out + static_cast<size_t>(kDecodeRows.back()) * static_cast<size_t>(n) * (out_f32 ? 4 : 2);
+  // Activations of a typical magnitude (bf16 0x3c3c, about 0.0115), not zeros, which tensor cores multiply faster.
+  PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x, 0x3c, static_cast<size_t>(kDecodeRows.back()) * k * 2, s));
+  for (const int m : kDecodeRows) {
+    PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, m, k, k, w, n, out, out_f32, flush, s));
+    (void)c;
+  }
+  return Status::ok();
+}
+
+std::string Gemm::describe(int64_t n, int64_t k, bool out_f32) const {
+  const auto shape = choices_.find({n, k, out_f32});
+  if (shape == choices_.end()) return {};
+  std::string text;
+  for (const auto& [rows, c] : shape->second) {
+    text += fmt::format("{}{}: {} of {}", text.empty() ? "" : ", ", rows, c.rank, c.timed);
+  }
+  return text;
 }
 
 }  // namespace photon::cuda

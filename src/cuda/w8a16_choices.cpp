@@ -1,14 +1,13 @@
 #include "cuda/w8a16_choices.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/launch_timer.hpp"
 
 namespace photon::cuda {
 namespace {
@@ -17,14 +16,6 @@ constexpr int kStepK = 64;  // the W8A16 GEMM's K step: splits beyond k / kStepK
 constexpr int kTokenTiles[] = {64, 128, 256};
 constexpr int kSplits[] = {1, 2, 4, 8};
 constexpr float kMargin = 0.97f;  // a timed path replaces the rule's only when this much faster
-
-bool tuning_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("PHOTON_W8A16_TUNING");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
 
 W8a16Choice rule(int64_t m, int64_t n, int64_t k) {
   return {!w8a16_gemm_pays(m, n, k), w8a16_gemm_plan(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k))};
@@ -36,25 +27,15 @@ bool same(const W8a16Choice& a, const W8a16Choice& b) {
 
 }  // namespace
 
-size_t W8a16Choices::flush_bytes() {
-  static const size_t bytes = [] {
-    int device = 0, l2 = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device);
-    return std::max<size_t>(size_t{2} * static_cast<size_t>(l2), size_t{64} << 20);
-  }();
-  return bytes;
-}
-
 size_t W8a16Choices::scratch_bytes(int64_t n, int64_t k) {
   const auto rows = static_cast<size_t>(kRows.back());
-  return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * 2 + flush_bytes();
+  return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * 2 + LaunchTimer::flush_bytes();
 }
 
 bool W8a16Choices::wants(int64_t n, int64_t k, int group) const {
   // The alignment that time_shape's scratch gives the activations.
   alignas(16) static const char aligned[16] = {};
-  return tuning_on() &&
+  return gemm_tuning_enabled() &&
          w8a16_gemm_supported(kRows.back(), static_cast<int>(n), static_cast<int>(k), k, aligned, group) &&
          timed_.count({n, k, group}) == 0;
 }
@@ -65,12 +46,6 @@ Status W8a16Choices::time_shape(const Int8Weights& w, int n, int k, Gemm& gemm, 
   auto* out = x + static_cast<size_t>(kRows.back()) * static_cast<size_t>(k);
   void* flush = out + static_cast<size_t>(kRows.back()) * static_cast<size_t>(n);
   PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x, 0, static_cast<size_t>(kRows.back()) * k * 2, s));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  if (const cudaError_t e = cudaEventCreate(&stop); e != cudaSuccess) {
-    cudaEventDestroy(start);
-    return cuda_status(e, "cudaEventCreate", __FILE__, __LINE__);
-  }
   // Enqueues one launch of `c` for m rows; false where the W8A16 GEMM declines the plan.
   const auto enqueue = [&](const W8a16Choice& c, int m) -> Result<bool> {
     if (!c.widen) return w8a16_gemm(x, m, k, w, n, k, out, false, s, c.plan);
@@ -78,57 +53,33 @@ Status W8a16Choices::time_shape(const Int8Weights& w, int n, int k, Gemm& gemm, 
     PHOTON_RETURN_IF_ERROR(gemm.run(x, m, k, k, wide, n, out, false, s));
     return true;
   };
-  // Microseconds of the least of three launches, each after the L2 flush; a negative value where `c` does not run.
-  const auto time = [&](const W8a16Choice& c, int m) -> Result<float> {
-    PHOTON_ASSIGN_OR_RETURN(const bool runs, enqueue(c, m));  // loads the kernel and makes cuBLASLt's plan
-    if (!runs) return -1.0f;
-    float best = 0.0f;
-    for (int rep = 0; rep < 3; ++rep) {
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(flush, rep, flush_bytes(), s));
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(start, s));
-      PHOTON_ASSIGN_OR_RETURN(const bool again, enqueue(c, m));
-      (void)again;
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop, s));
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop));
-      float ms = 0.0f;
-      PHOTON_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start, stop));
-      best = rep == 0 ? ms * 1e3f : std::min(best, ms * 1e3f);
-    }
-    return best;
-  };
-  const auto timed = [&]() -> Result<std::array<W8a16Choice, kRows.size()>> {
-    std::array<W8a16Choice, kRows.size()> choices;
-    for (size_t i = 0; i < kRows.size(); ++i) {
-      const int m = kRows[i];
-      std::vector<W8a16Choice> candidates = {rule(m, n, k), {true, {}}};
-      for (const int tok : kTokenTiles) {
-        if (tok > 64 && tok >= 2 * m) continue;  // a tile more than half padding
-        for (const int splits : kSplits) {
-          if (splits * kStepK <= k) candidates.push_back({false, {tok, splits}});
-        }
-      }
-      // A rule's path that does not run (its plan declined: it then widens) competes at no time of its own.
-      float rule_us = std::numeric_limits<float>::infinity(), best_us = rule_us;
-      choices[i] = candidates.front();
-      for (size_t c = 0; c < candidates.size(); ++c) {
-        if (c > 0 && same(candidates[c], candidates.front())) continue;
-        PHOTON_ASSIGN_OR_RETURN(const float us, time(candidates[c], m));
-        if (us < 0.0f) continue;
-        if (c == 0) {
-          rule_us = best_us = us;
-        } else if (us < best_us && us < kMargin * rule_us) {
-          best_us = us;
-          choices[i] = candidates[c];
-        }
+  LaunchTimer timer;
+  std::array<W8a16Choice, kRows.size()> choices;
+  for (size_t i = 0; i < kRows.size(); ++i) {
+    const int m = kRows[i];
+    std::vector<W8a16Choice> candidates = {rule(m, n, k), {true, {}}};
+    for (const int tok : kTokenTiles) {
+      if (tok > 64 && tok >= 2 * m) continue;  // a tile more than half padding
+      for (const int splits : kSplits) {
+        if (splits * kStepK <= k) candidates.push_back({false, {tok, splits}});
       }
     }
-    return choices;
-  };
-  Result<std::array<W8a16Choice, kRows.size()>> choices = timed();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!choices) return choices.status();
-  timed_[{n, k, w.group}] = *choices;
+    // A rule's path that does not run (its plan declined: it then widens) competes at no time of its own.
+    float rule_us = std::numeric_limits<float>::infinity(), best_us = rule_us;
+    choices[i] = candidates.front();
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      if (c > 0 && same(candidates[c], candidates.front())) continue;
+      PHOTON_ASSIGN_OR_RETURN(const float us, timer.least_us(s, flush, [&] { return enqueue(candidates[c], m); }));
+      if (us < 0.0f) continue;
+      if (c == 0) {
+        rule_us = best_us = us;
+      } else if (us < best_us && us < kMargin * rule_us) {
+        best_us = us;
+        choices[i] = candidates[c];
+      }
+    }
+  }
+  timed_[{n, k, w.group}] = choices;
   return Status::ok();
 }
 

@@ -3,7 +3,7 @@
 // (w8a16_gemm_pays, then w8a16_gemm_plan) answers for every shape; the fastest path differs by matrix shape, row
 // count and GPU more than a rule can follow (up to 30% of a layer's projection time at 128 rows, docs/performance.md,
 // 2026-12-06), so each int8 weight shape is timed once, when its first weight is prepared, and the fastest path is
-// kept for it. Set PHOTON_W8A16_TUNING=0 to keep the rule's choices (the same paths in every process).
+// kept for it. PHOTON_GEMM_TUNING=0 keeps the rule's choices (the same paths in every process; gemm.hpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,6 +18,7 @@
 
 #include "cuda/gemm.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/launch_timer.hpp"
 
 namespace photon::cuda {
 
@@ -34,15 +35,15 @@ class W8a16Choices {
   /// choice of the smallest of them >= m.
   static constexpr std::array<int, 12> kRows = {24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256};
   /// Bytes of scratch `time_shape` needs for a weight of n x k: activations and outputs of kRows.back() rows, and
-  /// flush_bytes().
+  /// LaunchTimer::flush_bytes().
   static size_t scratch_bytes(int64_t n, int64_t k);
 
   /// Whether a weight of n x k with `group` is worth timing: the W8A16 GEMM runs here and takes the shape, and the
   /// shape was not timed yet (nor is timing turned off).
   bool wants(int64_t n, int64_t k, int group) const;
-  /// Times every path at each of kRows for the weight `w` of n x k: each launch after a write of `flush_bytes()`
-  /// that evicts the L2 cache (so the weights come from memory, as in a decode step), the least of three launches
-  /// kept; a path replaces the rule's only where it is at least 3% faster, so that near ties keep the rule's paths.
+  /// Times every path at each of kRows for the weight `w` of n x k: each launch after a write that evicts the L2
+  /// cache (so the weights come from memory, as in a decode step), the least of three launches kept; a path replaces
+  /// the rule's only where it is at least 3% faster, so that near ties keep the rule's paths.
   /// `wide`: the widening path's bf16 scratch (>= n * k); `scratch`: scratch_bytes(n, k) of device memory. Runs on
   /// `s` and waits for it. Errors: CUDA failures (the shape then keeps the rule's paths).
   Status time_shape(const Int8Weights& w, int n, int k, Gemm& gemm, uint16_t* wide, void* scratch, cudaStream_t s);
@@ -52,7 +53,6 @@ class W8a16Choices {
   std::string describe(int64_t n, int64_t k, int group) const;
 
  private:
-  static size_t flush_bytes();
   std::map<std::tuple<int64_t, int64_t, int>, std::array<W8a16Choice, kRows.size()>> timed_;
 };
 
