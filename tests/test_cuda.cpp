@@ -169,11 +169,11 @@ TEST_CASE("every algorithm cuBLASLt ranks for a matmul computes it; a rank it do
   CHECK(beyond.message().find("rank") != std::string::npos);
 }
 
-TEST_CASE("timed cuBLASLt algorithms: decode rows at load, larger buckets on first use outside a capture", "[cuda]") {
+TEST_CASE("timed cuBLASLt algorithms: prompt buckets when prepared, others on first use outside a capture", "[cuda]") {
   REQUIRE_GPU(b);
   if (!cuda::gemm_tuning_enabled()) SKIP("PHOTON_GEMM_TUNING=0: nothing is timed");
   std::mt19937 rng(7);
-  const int max_m = 2000, k = 512, n = 384;
+  const int max_m = 2000, k = 512, n = 384, budget = 700;
   const auto x = random_vec(static_cast<size_t>(max_m * k), rng);
   const auto w = random_vec(static_cast<size_t>(n * k), rng, 0.1f);
   Tensor cx = cpu_tensor(x, {max_m, k}), cw = cpu_tensor(w, {n, k});
@@ -181,36 +181,37 @@ TEST_CASE("timed cuBLASLt algorithms: decode rows at load, larger buckets on fir
   b.cpu->linear(cx, cw, cout);
   Tensor gx = gpu_tensor(*b.gpu, x, {max_m, k}, DType::kBF16), gw = gpu_tensor(*b.gpu, w, {n, k}, DType::kBF16);
   Tensor gout = Tensor::empty({max_m, n}, DType::kF32, b.gpu->allocator()).value();
-  Tensor scratch = Tensor::empty({static_cast<int64_t>(cuda::Gemm::decode_scratch_bytes(n, k, true))}, DType::kI8,
-                                 b.gpu->allocator())
+  Tensor scratch = Tensor::empty({static_cast<int64_t>(cuda::Gemm::prompt_scratch_bytes(n, k, true, budget))},
+                                 DType::kI8, b.gpu->allocator())
                        .value();
   auto* stream = static_cast<cudaStream_t>(cuda_backend_stream(*b.gpu));
   TestGemm tg;
   cuda::Gemm& gemm = tg.gemm;
   CHECK(gemm.describe(n, k, true).empty());
-  REQUIRE(gemm.wants_decode_rows(n, k, true));
-  REQUIRE(gemm.time_decode_rows(gw.raw(), n, k, true, scratch.raw(), stream).is_ok());
-  CHECK_FALSE(gemm.wants_decode_rows(n, k, true));
-  CHECK(gemm.wants_decode_rows(n, k, false));  // bf16 products are another shape
-  const std::string decode = gemm.describe(n, k, true);
-  INFO("choices: " << decode);
-  CHECK(decode.rfind("16: ", 0) == 0);
-  CHECK(std::count(decode.begin(), decode.end(), ':') == static_cast<long>(cuda::Gemm::kDecodeRows.size()));
+  CHECK_FALSE(gemm.wants_prompt_rows(n, k, true, cuda::Gemm::kHeuristicRows));  // decode sizes are never timed
+  REQUIRE(gemm.wants_prompt_rows(n, k, true, budget));
+  REQUIRE(gemm.time_prompt_rows(gw.raw(), n, k, true, budget, scratch.raw(), stream).is_ok());
+  CHECK_FALSE(gemm.wants_prompt_rows(n, k, true, budget));
+  CHECK(gemm.wants_prompt_rows(n, k, false, budget));  // bf16 products are another shape
+  CHECK(gemm.wants_prompt_rows(n, k, true, 1500));     // a larger budget has an untimed bucket
+  const std::string prepared = gemm.describe(n, k, true);
+  INFO("choices: " << prepared);
+  CHECK(prepared.rfind("512: rank ", 0) == 0);
+  CHECK(prepared.find("1024: rank ") != std::string::npos);  // 700 rows fall in the bucket of 1024
+  CHECK(prepared.find("2048") == std::string::npos);
   // Every row count runs its bucket's algorithm (timed at another row count for most) and computes the product; the
-  // first call of a bucket above the decode rows times it.
+  // first call of an untimed bucket times it.
   const auto check_rows = [&](int m) {
     INFO("m=" << m);
     const std::vector<float> ref(cout.data<float>(), cout.data<float>() + static_cast<size_t>(m) * n);
     CHECK(violation(read_back(*b.gpu, gout.slice_rows(0, m)), ref, 1e-2, 1e-3) <= 1.0);
   };
-  for (const int m : {9, 16, 17, 40, 100, 256, 300, 1000}) {
+  for (const int m : {9, 17, 256, 257, 300, 700, 1000}) {
     REQUIRE(gemm.run(gx.raw(), m, k, k, gw.raw(), n, gout.raw(), true, stream).is_ok());
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
     check_rows(m);
   }
-  const std::string all = gemm.describe(n, k, true);
-  CHECK(all.find("512: ") != std::string::npos);
-  CHECK(all.find("1024: ") != std::string::npos);
+  CHECK(gemm.describe(n, k, true) == prepared);
   // Under a graph capture nothing is timed: the heuristic's algorithm is captured and the bucket stays untimed.
   REQUIRE(cudaMemsetAsync(gout.raw(), 0, gout.numel() * 4, stream) == cudaSuccess);
   REQUIRE(b.gpu->begin_capture().is_ok());
@@ -221,8 +222,13 @@ TEST_CASE("timed cuBLASLt algorithms: decode rows at load, larger buckets on fir
   REQUIRE(b.gpu->launch_graph(*graph).is_ok());
   REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
   check_rows(max_m);
-  CHECK(gemm.describe(n, k, true).find("2048: ") == std::string::npos);
   b.gpu->destroy_graph(*graph);
+  CHECK(gemm.describe(n, k, true) == prepared);
+  // Outside one, the bucket's first call times it.
+  REQUIRE(gemm.run(gx.raw(), 1500, k, k, gw.raw(), n, gout.raw(), true, stream).is_ok());
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  check_rows(1500);
+  CHECK(gemm.describe(n, k, true).find("2048: rank ") != std::string::npos);
 }
 
 TEST_CASE("CUDA gated MLP projection (SwiGLU) matches the CPU on both paths", "[cuda]") {
@@ -280,8 +286,8 @@ TEST_CASE("CUDA norms and residual adds fused into the GEMVs equal the separate 
       cw = b.cpu->quantize_int8(cw.values, group).value();
       gw_down = b.gpu->quantize_int8(gw_down.values, group).value();
       cw_down = b.cpu->quantize_int8(cw_down.values, group).value();
-      REQUIRE(b.gpu->prepare_weight(gw, DType::kBF16).is_ok());
-      REQUIRE(b.gpu->prepare_weight(gw_down, DType::kBF16).is_ok());
+      REQUIRE(b.gpu->prepare_weight(gw, m, DType::kBF16).is_ok());
+      REQUIRE(b.gpu->prepare_weight(gw_down, m, DType::kBF16).is_ok());
     }
     CHECK(b.gpu->fuses_norm_into_linear(m, gw) == (m <= 8 && (group == 0 || m == 1)));
     CHECK_FALSE(b.cpu->fuses_norm_into_linear(m, cw));
@@ -367,7 +373,7 @@ TEST_CASE("CUDA int8 weights: quantization equals the CPU's bit for bit; linear,
     Tensor gw = gpu_tensor(*b.gpu, w, {2 * n, k}, DType::kBF16);
     Weight cq = b.cpu->quantize_int8(cw, group).value();
     Weight gq = b.gpu->quantize_int8(gw, group).value();
-    REQUIRE(b.gpu->prepare_weight(gq, DType::kBF16).is_ok());  // as the loader does: the GEMM path's bf16 scratch
+    REQUIRE(b.gpu->prepare_weight(gq, m, DType::kBF16).is_ok());  // as a decoder does: the GEMM path's bf16 scratch
     REQUIRE(gq.num_groups() == cq.num_groups());
     std::vector<int8_t> values(static_cast<size_t>(2 * n * k));
     std::vector<float> scales(static_cast<size_t>(gq.scales.numel()));

@@ -150,13 +150,15 @@ class Backend {
     add(residual, proj);
   }
 
-  /// Called once for every matmul weight of a loaded model (quantized at load or read quantized), before the first
-  /// operation; `out` is the dtype of the products it will be multiplied into (the activation dtype, or f32 for the
-  /// LM head's logits). The backend reserves what its kernels will need for the weight and may time its choices of
-  /// kernel for the shape (the GPU: the scratch that int8 weights are widened into for large batches, cuBLASLt's
-  /// algorithms and the int8 matmul paths at decode sizes). Errors: out of device memory, device failures.
-  virtual Status prepare_weight(const Weight& w, DType out) {
+  /// Called once for every matmul weight of a model when its decoder is made, before the first operation with it:
+  /// `max_rows` is the most activation rows one product with it will have (the step's token budget; the logits rows
+  /// for the LM head) and `out` the dtype of those products (the activation dtype; f32 for the LM head). The backend
+  /// reserves what its kernels will need for the weight and may time its choices of kernel for the shape (the GPU:
+  /// the scratch that int8 weights are widened into for large batches, the int8 matmul paths at decode sizes and
+  /// cuBLASLt's algorithms at prompt sizes). Errors: out of device memory, device failures.
+  virtual Status prepare_weight(const Weight& w, int64_t max_rows, DType out) {
     (void)w;
+    (void)max_rows;
     (void)out;
     return Status::ok();
   }

@@ -235,38 +235,30 @@ class CudaBackend final : public Backend {
     return q;
   }
 
-  Status prepare_weight(const Weight& w, DType out) override {
+  Status prepare_weight(const Weight& w, int64_t max_rows, DType out) override {
     const int64_t n = w.rows(), k = w.cols();
-    if (!w.quantized()) {
-      const bool out_f32 = out == DType::kF32;
-      if (!gemm_->wants_decode_rows(n, k, out_f32)) return Status::ok();
-      // Timing is optional: where its scratch does not fit the memory budget, the heuristic's algorithms serve.
-      Result<Tensor> scratch = Tensor::empty({static_cast<int64_t>(cuda::Gemm::decode_scratch_bytes(n, k, out_f32))},
-                                             DType::kI8, allocator_);
-      if (!scratch) {
-        log::debug("cuBLASLt algorithms for {} x {} not timed: {}", n, k, scratch.status().message());
-        return Status::ok();
-      }
-      const auto start = std::chrono::steady_clock::now();
-      PHOTON_RETURN_IF_ERROR(gemm_->time_decode_rows(w.values.raw(), n, k, out_f32, scratch->raw(), stream_));
-      log::debug("cuBLASLt algorithms for {} x {} ({} out), timed in {:.0f} ms, by rows (rank of how many): {}", n, k,
-                 dtype_name(out), ms_since(start), gemm_->describe(n, k, out_f32));
+    if (w.quantized()) {
+      PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
+      PHOTON_RETURN_IF_ERROR(time_int8_paths(w));
+    }
+    const bool out_f32 = out == DType::kF32;
+    if (!gemm_->wants_prompt_rows(n, k, out_f32, max_rows)) return Status::ok();
+    // Timing is optional: where its scratch does not fit the memory budget, the buckets are timed on first use.
+    Result<Tensor> scratch = Tensor::empty(
+        {static_cast<int64_t>(cuda::Gemm::prompt_scratch_bytes(n, k, out_f32, max_rows))}, DType::kI8, allocator_);
+    if (!scratch) {
+      log::debug("cuBLASLt algorithms for {} x {} not timed at load: {}", n, k, scratch.status().message());
       return Status::ok();
     }
-    PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
-    if (!w8a16_choices_.wants(n, k, to_int(w.group_size))) return Status::ok();
-    // Timing is optional: where its scratch does not fit the memory budget, the shape keeps the rule's paths.
-    Result<Tensor> scratch =
-        Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, allocator_);
-    if (!scratch) {
-      log::debug("int8 matmul paths for {} x {} not timed: {}", n, k, scratch.status().message());
-      return Status::ok();
+    const void* values = w.values.raw();
+    if (w.quantized()) {  // beyond the int8 paths' rows the weights are widened for cuBLASLt
+      cuda::dequantize_int8(int8(w), n, k, bf16_mut(dequantized_), stream_);
+      values = dequantized_.raw();
     }
     const auto start = std::chrono::steady_clock::now();
-    PHOTON_RETURN_IF_ERROR(w8a16_choices_.time_shape(int8(w), to_int(n), to_int(k), *gemm_, bf16_mut(dequantized_),
-                                                     scratch->raw(), stream_));
-    log::debug("int8 matmul paths for {} x {} (groups of {}), timed in {:.0f} ms, by rows: {}", n, k, w.group_size,
-               ms_since(start), w8a16_choices_.describe(n, k, to_int(w.group_size)));
+    PHOTON_RETURN_IF_ERROR(gemm_->time_prompt_rows(values, n, k, out_f32, max_rows, scratch->raw(), stream_));
+    log::debug("cuBLASLt algorithms for {} x {} ({} out), timed in {:.0f} ms, by rows: {}", n, k, dtype_name(out),
+               ms_since(start), gemm_->describe(n, k, out_f32));
     return Status::ok();
   }
 
@@ -364,6 +356,25 @@ class CudaBackend final : public Backend {
 
   static cuda::Int8Weights int8(const Weight& w) {
     return {w.values.data<int8_t>(), w.scales.data<float>(), to_int(w.num_groups()), to_int(w.group_size)};
+  }
+
+  // Times the int8 matmul paths of w's shape at decode sizes (W8a16Choices), once per shape.
+  Status time_int8_paths(const Weight& w) {
+    const int64_t n = w.rows(), k = w.cols();
+    if (!w8a16_choices_.wants(n, k, to_int(w.group_size))) return Status::ok();
+    // Timing is optional: where its scratch does not fit the memory budget, the shape keeps the rule's paths.
+    Result<Tensor> scratch =
+        Tensor::empty({static_cast<int64_t>(cuda::W8a16Choices::scratch_bytes(n, k))}, DType::kI8, allocator_);
+    if (!scratch) {
+      log::debug("int8 matmul paths for {} x {} not timed: {}", n, k, scratch.status().message());
+      return Status::ok();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    PHOTON_RETURN_IF_ERROR(w8a16_choices_.time_shape(int8(w), to_int(n), to_int(k), *gemm_, bf16_mut(dequantized_),
+                                                     scratch->raw(), stream_));
+    log::debug("int8 matmul paths for {} x {} (groups of {}), timed in {:.0f} ms, by rows: {}", n, k, w.group_size,
+               ms_since(start), w8a16_choices_.describe(n, k, to_int(w.group_size)));
+    return Status::ok();
   }
 
   // The bf16 scratch that int8 weights are widened into for the tensor-core GEMM: as large as the largest one.

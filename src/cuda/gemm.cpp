@@ -54,8 +54,8 @@ Status Gemm::init(void* workspace) {
 }
 
 int64_t Gemm::bucket(int64_t m) {
-  if (m <= kDecodeRows.back()) return *std::lower_bound(kDecodeRows.begin(), kDecodeRows.end(), static_cast<int>(m));
-  int64_t b = kDecodeRows.back();
+  if (m <= kHeuristicRows) return 0;  // never timed
+  int64_t b = 2 * kHeuristicRows;
   while (b < m) b *= 2;
   return b;
 }
@@ -125,7 +125,7 @@ const cublasLtMatmulAlgo_t& Gemm::chosen(Plan& p, int64_t m, int64_t n, int64_t 
 }
 
 Result<Gemm::Choice> Gemm::time_bucket(const void* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n,
-                                       void* out, bool out_f32, void* flush, cudaStream_t stream) {
+                                       void* out, bool out_f32, cudaStream_t stream) {
   PHOTON_ASSIGN_OR_RETURN(Plan * p, plan(m, k, ldx, n, out_f32, kMaxAlgorithms));
   const std::vector<cublasLtMatmulAlgo_t> algos = p->algos;
   Choice c;
@@ -133,7 +133,7 @@ Result<Gemm::Choice> Gemm::time_bucket(const void* x, int64_t m, int64_t k, int6
   c.timed = static_cast<int>(algos.size());
   float first_us = std::numeric_limits<float>::infinity(), best_us = first_us;
   for (size_t i = 0; i < algos.size(); ++i) {
-    PHOTON_ASSIGN_OR_RETURN(const float us, timer_.least_us(stream, flush, [&]() -> Result<bool> {
+    PHOTON_ASSIGN_OR_RETURN(const float us, timer_.least_us(stream, nullptr, [&]() -> Result<bool> {
       return launch(*p, algos[i], x, w, out, stream).is_ok();
     }));
     if (us < 0.0f) continue;  // an algorithm that declines these operands
@@ -165,13 +165,13 @@ Status Gemm::run(const void* x, int64_t m, int64_t k, int64_t ldx, const void* w
     }
     return launch(*p, p->algos[static_cast<size_t>(rank)], x, w, out, stream);
   }
-  if (m > kDecodeRows.back() && gemm_tuning_enabled()) {
+  if (m > kHeuristicRows && gemm_tuning_enabled()) {
     const auto shape = choices_.find({n, k, out_f32});
     if (shape == choices_.end() || shape->second.count(bucket(m)) == 0) {
       cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
       PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
       if (capture == cudaStreamCaptureStatusNone) {
-        PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, m, k, ldx, w, n, out, out_f32, nullptr, stream));
+        PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, m, k, ldx, w, n, out, out_f32, stream));
         log::debug(
             "cuBLASLt algorithms for {} rows of {} x {} ({} out; rows up to {}): rank {} of {} kept, {:.1f} us "
             "(the first: {:.1f} us)",
@@ -188,26 +188,39 @@ Result<int> Gemm::algorithm_count(int64_t m, int64_t k, int64_t ldx, int64_t n, 
   return static_cast<int>(p->algos.size());
 }
 
-size_t Gemm::decode_scratch_bytes(int64_t n, int64_t k, bool out_f32) {
-  const auto rows = static_cast<size_t>(kDecodeRows.back());
-  return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * (out_f32 ? 4 : 2) +
-         LaunchTimer::flush_bytes();
+namespace {
+
+// The largest row count time_prompt_rows times for products of up to max_rows rows.
+int64_t prepared_rows(int64_t max_rows) { return std::min(max_rows, Gemm::kMaxPreparedRows); }
+
+}  // namespace
+
+size_t Gemm::prompt_scratch_bytes(int64_t n, int64_t k, bool out_f32, int64_t max_rows) {
+  const auto rows = static_cast<size_t>(prepared_rows(max_rows));
+  return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * (out_f32 ? 4 : 2);
 }
 
-bool Gemm::wants_decode_rows(int64_t n, int64_t k, bool out_f32) const {
-  if (!gemm_tuning_enabled()) return false;
+bool Gemm::wants_prompt_rows(int64_t n, int64_t k, bool out_f32, int64_t max_rows) const {
+  if (!gemm_tuning_enabled() || max_rows <= kHeuristicRows) return false;
   const auto shape = choices_.find({n, k, out_f32});
-  return shape == choices_.end() || shape->second.count(kDecodeRows.front()) == 0;
+  if (shape == choices_.end()) return true;
+  for (int64_t b = bucket(kHeuristicRows + 1); b <= bucket(prepared_rows(max_rows)); b *= 2) {
+    if (shape->second.count(b) == 0) return true;
+  }
+  return false;
 }
 
-Status Gemm::time_decode_rows(const void* w, int64_t n, int64_t k, bool out_f32, void* scratch, cudaStream_t s) {
+Status Gemm::time_prompt_rows(const void* w, int64_t n, int64_t k, bool out_f32, int64_t max_rows, void* scratch,
+                              cudaStream_t s) {
+  const int64_t top = prepared_rows(max_rows);
   auto* x = static_cast<char*>(scratch);
-  char* out = x + static_cast<size_t>(kDecodeRows.back()) * static_cast<size_t>(k) * 2;
-  char* flush = out + static_cast<size_t>(kDecodeRows.back()) * static_cast<size_t>(n) * (out_f32 ? 4 : 2);
+  char* out = x + static_cast<size_t>(top) * static_cast<size_t>(k) * 2;
   // Activations of a typical magnitude (bf16 0x3c3c, about 0.0115), not zeros, which tensor cores multiply faster.
-  PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x, 0x3c, static_cast<size_t>(kDecodeRows.back()) * k * 2, s));
-  for (const int m : kDecodeRows) {
-    PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, m, k, k, w, n, out, out_f32, flush, s));
+  PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x, 0x3c, static_cast<size_t>(top) * static_cast<size_t>(k) * 2, s));
+  for (int64_t b = bucket(kHeuristicRows + 1); b <= bucket(top); b *= 2) {
+    const auto shape = choices_.find({n, k, out_f32});
+    if (shape != choices_.end() && shape->second.count(b) != 0) continue;
+    PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, std::min(b, top), k, k, w, n, out, out_f32, s));
     (void)c;
   }
   return Status::ok();
@@ -218,7 +231,8 @@ std::string Gemm::describe(int64_t n, int64_t k, bool out_f32) const {
   if (shape == choices_.end()) return {};
   std::string text;
   for (const auto& [rows, c] : shape->second) {
-    text += fmt::format("{}{}: {} of {}", text.empty() ? "" : ", ", rows, c.rank, c.timed);
+    text += fmt::format("{}{}: rank {} of {}, {:.1f} us (first {:.1f})", text.empty() ? "" : ", ", rows, c.rank,
+                        c.timed, c.best_us, c.first_us);
   }
   return text;
 }

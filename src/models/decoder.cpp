@@ -85,6 +85,12 @@ Result<std::unique_ptr<Decoder>> Decoder::create(const ModelConfig& config, Mode
     return Status(StatusCode::kInvalidArgument, "decoder limits must all be positive");
   }
   if (communicator) PHOTON_RETURN_IF_ERROR(check_tensor_parallel(config, communicator->size()));
+  for (const LayerWeights& l : weights.layers) {
+    for (const Weight* w : {&l.qkv_proj, &l.o_proj, &l.gate_up_proj, &l.down_proj}) {
+      PHOTON_RETURN_IF_ERROR(backend.prepare_weight(*w, limits.max_num_tokens, backend.activation_dtype()));
+    }
+  }
+  PHOTON_RETURN_IF_ERROR(backend.prepare_weight(weights.lm_head, limits.max_num_logits, DType::kF32));
   std::unique_ptr<Decoder> d(new Decoder(config, std::move(weights), backend, limits, communicator));
   PHOTON_RETURN_IF_ERROR(d->allocate_workspace());
   return d;

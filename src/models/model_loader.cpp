@@ -41,12 +41,6 @@ Result<ModelWeights> load_model_weights(const ModelSource& source, const ModelCo
     PHOTON_ASSIGN_OR_RETURN(weights, load_weights(config, ckpt, backend, shard, progress));
   }
   PHOTON_RETURN_IF_ERROR(quantize_weights(weights, backend, source.quantization, shard.is_sharded()));
-  for (const LayerWeights& l : weights.layers) {
-    for (const Weight* w : {&l.qkv_proj, &l.o_proj, &l.gate_up_proj, &l.down_proj}) {
-      PHOTON_RETURN_IF_ERROR(backend.prepare_weight(*w, backend.activation_dtype()));
-    }
-  }
-  PHOTON_RETURN_IF_ERROR(backend.prepare_weight(weights.lm_head, DType::kF32));
   return weights;
 }
 
