@@ -200,26 +200,30 @@ size_t Gemm::prompt_scratch_bytes(int64_t n, int64_t k, bool out_f32, int64_t ma
   return rows * static_cast<size_t>(k) * 2 + rows * static_cast<size_t>(n) * (out_f32 ? 4 : 2);
 }
 
-bool Gemm::wants_prompt_rows(int64_t n, int64_t k, bool out_f32, int64_t max_rows) const {
-  if (!gemm_tuning_enabled() || max_rows <= kHeuristicRows) return false;
+std::vector<int64_t> Gemm::untimed_prompt_buckets(int64_t n, int64_t k, bool out_f32, int64_t max_rows) const {
+  std::vector<int64_t> untimed;
+  if (!gemm_tuning_enabled() || max_rows <= kHeuristicRows) return untimed;
   const auto shape = choices_.find({n, k, out_f32});
-  if (shape == choices_.end()) return true;
   for (int64_t b = bucket(kHeuristicRows + 1); b <= bucket(prepared_rows(max_rows)); b *= 2) {
-    if (shape->second.count(b) == 0) return true;
+    if (shape == choices_.end() || shape->second.count(b) == 0) untimed.push_back(b);
   }
-  return false;
+  return untimed;
+}
+
+bool Gemm::wants_prompt_rows(int64_t n, int64_t k, bool out_f32, int64_t max_rows) const {
+  return !untimed_prompt_buckets(n, k, out_f32, max_rows).empty();
 }
 
 Status Gemm::time_prompt_rows(const void* w, int64_t n, int64_t k, bool out_f32, int64_t max_rows, void* scratch,
                               cudaStream_t s) {
+  const std::vector<int64_t> untimed = untimed_prompt_buckets(n, k, out_f32, max_rows);
+  if (untimed.empty()) return Status::ok();
   const int64_t top = prepared_rows(max_rows);
   auto* x = static_cast<char*>(scratch);
   char* out = x + static_cast<size_t>(top) * static_cast<size_t>(k) * 2;
   // Activations of a typical magnitude (bf16 0x3c3c, about 0.0115), not zeros, which tensor cores multiply faster.
   PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x, 0x3c, static_cast<size_t>(top) * static_cast<size_t>(k) * 2, s));
-  for (int64_t b = bucket(kHeuristicRows + 1); b <= bucket(top); b *= 2) {
-    const auto shape = choices_.find({n, k, out_f32});
-    if (shape != choices_.end() && shape->second.count(b) != 0) continue;
+  for (const int64_t b : untimed) {
     PHOTON_ASSIGN_OR_RETURN(const Choice c, time_bucket(x, std::min(b, top), k, k, w, n, out, out_f32, s));
     (void)c;
   }

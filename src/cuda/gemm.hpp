@@ -93,6 +93,9 @@ class Gemm {
   Result<Plan*> plan(int64_t m, int64_t k, int64_t ldx, int64_t n, bool out_f32, int algorithms);
   Status launch(Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* out,
                 cudaStream_t stream);
+  /// The buckets above kHeuristicRows up to products of max_rows rows (at most kMaxPreparedRows) that this weight
+  /// shape has no choice for yet, smallest first; none when tuning is off.
+  std::vector<int64_t> untimed_prompt_buckets(int64_t n, int64_t k, bool out_f32, int64_t max_rows) const;
   /// Times every algorithm of m's plan on these operands and records the bucket's choice.
   Result<Choice> time_bucket(const void* x, int64_t m, int64_t k, int64_t ldx, const void* w, int64_t n, void* out,
                              bool out_f32, cudaStream_t stream);
