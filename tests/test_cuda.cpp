@@ -1122,13 +1122,21 @@ TEST_CASE("decode steps replayed as CUDA graphs match eager steps", "[cuda]") {
 TEST_CASE("decode steps in two lanes give the logits of one lane, eager and as graphs", "[cuda]") {
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
   // Qwen3-shaped (q/k norms, GQA), small enough that a step of 100 rows is quick.
-  const nlohmann::json j = {{"model_type", "qwen3"},      {"vocab_size", 1000},
-                            {"hidden_size", 256},         {"intermediate_size", 512},
-                            {"num_hidden_layers", 4},     {"num_attention_heads", 8},
-                            {"num_key_value_heads", 2},   {"head_dim", 64},
-                            {"rms_norm_eps", 1e-6},       {"max_position_embeddings", 512},
+  const nlohmann::json j = {{"architectures", {"Qwen3ForCausalLM"}},
+                            {"vocab_size", 1000},
+                            {"hidden_size", 256},
+                            {"intermediate_size", 512},
+                            {"num_hidden_layers", 4},
+                            {"num_attention_heads", 8},
+                            {"num_key_value_heads", 2},
+                            {"head_dim", 64},
+                            {"rms_norm_eps", 1e-6},
+                            {"max_position_embeddings", 512},
                             {"tie_word_embeddings", true}};
-  const ModelConfig config = parse_model_config(j.dump()).value();
+  auto parsed = parse_model_config(j.dump());
+  INFO(parsed.status().message());
+  REQUIRE(parsed.is_ok());
+  const ModelConfig config = *parsed;
   const bool graphs = GENERATE(false, true);
   constexpr int kSeqs = 100, kBlock = 16, kBlocksPerSeq = 4;
   // The logits of three decode steps of kSeqs sequences (prompts of 5 to 44 tokens), with decode lanes from
@@ -1137,12 +1145,21 @@ TEST_CASE("decode steps in two lanes give the logits of one lane, eager and as g
     setenv("PHOTON_DECODE_LANES", lane_rows, 1);
     std::unique_ptr<Backend> gpu = std::move(make_cuda_backend(0).value());
     unsetenv("PHOTON_DECODE_LANES");
-    ModelWeights w = make_dummy_weights(config, *gpu, 1234, DType::kBF16).value();
+    auto made = make_dummy_weights(config, *gpu, 1234, DType::kBF16);
+    INFO(made.status().message());
+    REQUIRE(made.is_ok());
+    ModelWeights w = std::move(*made);
     DecoderLimits limits{512, 128, 128, kSeqs * kBlocksPerSeq + 64, kBlocksPerSeq * kBlock, graphs};
-    auto decoder = std::move(Decoder::create(config, std::move(w), *gpu, limits).value());
+    auto created = Decoder::create(config, std::move(w), *gpu, limits);
+    INFO(created.status().message());
+    REQUIRE(created.is_ok());
+    auto decoder = std::move(*created);
     const bool lanes = std::string(lane_rows) != "0";
     CHECK(gpu->runs_decode_lanes(kSeqs, decoder->weights().layers[0].o_proj) == lanes);
-    PagedKvCache kv = PagedKvCache::create(config, *gpu, kSeqs * kBlocksPerSeq, kBlock, DType::kBF16).value();
+    auto cache = PagedKvCache::create(config, *gpu, kSeqs * kBlocksPerSeq, kBlock, DType::kBF16);
+    INFO(cache.status().message());
+    REQUIRE(cache.is_ok());
+    PagedKvCache kv = std::move(*cache);
     std::mt19937 rng(3);
     std::vector<std::vector<int32_t>> tokens(kSeqs);
     for (int i = 0; i < kSeqs; ++i) {
@@ -1160,7 +1177,9 @@ TEST_CASE("decode steps in two lanes give the logits of one lane, eager and as g
       for (int i = first; i < first + 10; ++i) {
         b.add_sequence(tokens[static_cast<size_t>(i)], 0, blocks(i), kBlock, ForwardBatch::Logits::kLast);
       }
-      REQUIRE(decoder->forward(b, kv).is_ok());
+      auto prompts = decoder->forward(b, kv);
+      INFO(prompts.status().message());
+      REQUIRE(prompts.is_ok());
     }
     std::vector<float> logits;
     for (int step = 0; step < 3; ++step) {
@@ -1171,8 +1190,10 @@ TEST_CASE("decode steps in two lanes give the logits of one lane, eager and as g
         b.add_sequence(std::span(seq).last(1), static_cast<int32_t>(seq.size() - 1), blocks(i), kBlock,
                        ForwardBatch::Logits::kLast);
       }
-      Tensor out = decoder->forward(b, kv).value();
-      const auto rows = read_back(*gpu, out);
+      auto out = decoder->forward(b, kv);
+      INFO(out.status().message());
+      REQUIRE(out.is_ok());
+      const auto rows = read_back(*gpu, *out);
       logits.insert(logits.end(), rows.begin(), rows.end());
     }
     return logits;
