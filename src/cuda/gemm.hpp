@@ -21,7 +21,6 @@
 #include <memory>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include <photon/status.hpp>
@@ -54,8 +53,8 @@ class Gemm {
   /// this object's lifetime.
   Status init(void* workspace);
   /// Makes later run() calls use `workspace` (kWorkspaceBytes of device memory, borrowed): products enqueued on
-  /// two streams at once each need their own. Returns the one used before.
-  void* set_workspace(void* workspace) { return std::exchange(workspace_, workspace); }
+  /// two streams at once each need their own.
+  void set_workspace(void* workspace) { workspace_ = workspace; }
   /// out[m, n] = sum_k x[m, k] * w[n, k]: x bf16 [m, k] with rows ldx apart, w bf16 [n, k] contiguous, out [m, n] f32
   /// (out_f32) or bf16. Enqueued on `stream`. `rank`: kChosen, or the heuristic's rank-th algorithm (for benchmarks
   /// and tests that run them all; rank < algorithm_count(), else an error). With kChosen, the first call of an
