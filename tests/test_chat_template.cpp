@@ -98,6 +98,10 @@ TEST_CASE("unsupported or broken templates fail with line and column") {
   expect("{{ messages | frobnicate }}", "unsupported filter 'frobnicate'");
   expect("{{ messages is frob }}", "unsupported test 'frob'");
   expect("{{ 'a' ", "never closed");
+  expect("{{ '\\x7' }}", "truncated \\x escape");
+  expect("{{ '\\ud800' }}", "U+D800, which is not a Unicode character");
+  expect("{{ '\\U00110000' }}", "not a Unicode character");
+  expect("{{ '\\N{BULLET}' }}", "write the character itself");
   expect("{{ raise_exception('custom failure') }}", "custom failure");
   expect("{{ 1 / 0 }}", "division by zero");
   expect("{{ nothing.attr }}", "'nothing' is undefined");

@@ -99,7 +99,7 @@ void json_string(const std::string& s, std::string& out) {
         out += "\\f";
         break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (c < 0x20) {  // json.dumps(ensure_ascii=False) escapes only these; DEL is kept as is
           out += fmt::format("\\u{:04x}", c);
         } else {
           out += static_cast<char>(c);
