@@ -213,27 +213,6 @@ class Backend {
   /// collectives must be released before their communicators are destroyed: NCCL waits for them.
   virtual void destroy_graph(int) {}
 
-  /// Decode lanes: a decode-only step's rows run in two halves on two streams of the device, so that one half's
-  /// attention (streaming its KV cache) overlaps the other half's matmuls (NanoFlow's intra-device parallelism).
-  /// Whether a decode step of `rows` rows with matmul weights stored like `w` runs so here (false on backends with
-  /// one stream).
-  virtual bool runs_decode_lanes(int64_t rows, const Weight& w) const {
-    (void)rows;
-    (void)w;
-    return false;
-  }
-  /// Between fork_lanes() and join_lanes(), operations are enqueued on the lane set_lane() chose (0 or 1; lane 0
-  /// after the fork), each after the work enqueued before the fork and with its own matmul and attention scratch;
-  /// join_lanes() makes later operations wait for both lanes. lane_signal() marks the current lane's work so far;
-  /// lane_wait() makes the current lane's later work wait for the other lane's last mark. Only the operations of a
-  /// decoder layer (linear, linear_swiglu, add_rms_norm, qkv_rope_cache_write, attention) may run in a lane; lanes
-  /// may be captured into a graph. Only where runs_decode_lanes() said so.
-  virtual void fork_lanes() {}
-  virtual void set_lane(int lane) { (void)lane; }
-  virtual void lane_signal() {}
-  virtual void lane_wait() {}
-  virtual void join_lanes() {}
-
   /// Chooses one token per request from f32 logits [rows, vocab] into `ids` (i32 on this backend, >= requests.size()
   /// entries) and copies them to `host_ids` (>= requests.size() entries; memory from allocate_host, so the copy is
   /// asynchronous): first each request's penalties over its entries of `penalty_tokens`, applied to its row in

@@ -35,16 +35,11 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, size_t limit) : device_(device), allocator_(device, limit) {
-    if (const char* rows = std::getenv("PHOTON_DECODE_LANES")) lane_rows_ = std::atoll(rows);
-    if (const char* sync = std::getenv("PHOTON_DECODE_LANES_SYNC")) lane_sync_ = std::atoi(sync) != 0;
-  }
+  CudaBackend(int device, size_t limit) : device_(device), allocator_(device, limit) {}
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
-    for (const Lane& lane : lanes_) {
-      if (lane.stream) cudaStreamSynchronize(lane.stream);
-    }
+    if (stream_) cudaStreamSynchronize(stream_);
 #ifdef PHOTON_KERNEL_TRACE
     if (!trace_path_.empty()) {
       const Status s = cuda::trace::finish(trace_path_);
@@ -55,24 +50,23 @@ class CudaBackend final : public Backend {
       if (g != nullptr) cudaGraphExecDestroy(g);
     }
     gemm_.reset();
+    allocator_.deallocate(gemm_workspace_, cuda::Gemm::kWorkspaceBytes);
+    allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
-    for (Lane& lane : lanes_) {
-      allocator_.deallocate(lane.gemm_workspace, cuda::Gemm::kWorkspaceBytes);
-      allocator_.deallocate(lane.attention_workspace, kAttentionWorkspaceBytes);
-      if (lane.mark) cudaEventDestroy(lane.mark);
-      if (lane.stream) cudaStreamDestroy(lane.stream);
-    }
+    if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status init() {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&samples_ready_, cudaEventDisableTiming));
-    PHOTON_RETURN_IF_ERROR(make_lane(lanes_[0]));
-    stream_ = lanes_[0].stream;
+    PHOTON_ASSIGN_OR_RETURN(gemm_workspace_, allocator_.allocate(cuda::Gemm::kWorkspaceBytes));
     gemm_ = std::make_unique<cuda::Gemm>();
-    PHOTON_RETURN_IF_ERROR(gemm_->init(lanes_[0].gemm_workspace));
+    PHOTON_RETURN_IF_ERROR(gemm_->init(gemm_workspace_));
+    PHOTON_ASSIGN_OR_RETURN(attention_workspace_, allocator_.allocate(kAttentionWorkspaceBytes));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(attention_workspace_, 0, kAttentionWorkspaceBytes, stream_));
 #ifdef PHOTON_KERNEL_TRACE
     if (const char* path = std::getenv("PHOTON_KERNEL_TRACE")) {
       trace_path_ = path;
@@ -135,8 +129,8 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     return Status::ok();
   }
-  /// The stream every operation of this backend is enqueued on outside decode lanes (for the NCCL communicator).
-  cudaStream_t stream() const { return lanes_[0].stream; }
+  /// The stream every operation of this backend is enqueued on (for the NCCL communicator).
+  cudaStream_t stream() const { return stream_; }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     cuda::rms_norm(bf16(x), w.data<float>(), to_int(x.size(0)), to_int(x.size(-1)), eps, bf16_mut(out), stream_);
   }
@@ -215,8 +209,7 @@ class CudaBackend final : public Backend {
     const int splits =
         cuda::attention_splits(b.num_decode_tokens, heads, to_int(layout.num_kv_heads), hd, b.max_seq_len);
     cuda::paged_attention(bf16(q), heads, kv, b.decode_tokens.data<int32_t>(), b.num_decode_tokens, scale, splits,
-                          b.max_seq_len, static_cast<float*>(lanes_[lane_].attention_workspace), bf16_mut(out),
-                          stream_);
+                          b.max_seq_len, static_cast<float*>(attention_workspace_), bf16_mut(out), stream_);
   }
 
   void linear(const Tensor& x, const Weight& w, Tensor& out) override { record(gemm(x, w, out)); }
@@ -247,8 +240,6 @@ class CudaBackend final : public Backend {
     if (w.quantized()) {
       PHOTON_RETURN_IF_ERROR(reserve_dequantized(n * k));
       PHOTON_RETURN_IF_ERROR(time_int8_paths(w));
-    } else if (lane_rows_ > 0 && max_rows >= lane_rows_ && lanes_[1].stream == nullptr) {
-      PHOTON_RETURN_IF_ERROR(make_lane(lanes_[1]));
     }
     const bool out_f32 = out == DType::kF32;
     if (!gemm_->wants_prompt_rows(n, k, out_f32, max_rows)) return Status::ok();
@@ -307,37 +298,6 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // Two decode lanes from lane_rows_ rows, for bf16 weights: int8 ones share one widening scratch.
-  bool runs_decode_lanes(int64_t rows, const Weight& w) const override {
-    return lane_rows_ > 0 && rows >= lane_rows_ && !w.quantized() && lanes_[1].stream != nullptr;
-  }
-  void fork_lanes() override {
-    lane_ = 0;
-    lane_signal();
-    record(cuda::cuda_status(cudaStreamWaitEvent(lanes_[1].stream, lanes_[0].mark, 0), "cudaStreamWaitEvent", __FILE__,
-                             __LINE__));
-  }
-  void set_lane(int lane) override {
-    lane_ = lane;
-    stream_ = lanes_[lane].stream;
-    gemm_->set_workspace(lanes_[lane].gemm_workspace);
-  }
-  void lane_signal() override {
-    record(cuda::cuda_status(cudaEventRecord(lanes_[lane_].mark, stream_), "cudaEventRecord", __FILE__, __LINE__));
-  }
-  void lane_wait() override {
-    if (!lane_sync_) return;
-    record(cuda::cuda_status(cudaStreamWaitEvent(stream_, lanes_[1 - lane_].mark, 0), "cudaStreamWaitEvent", __FILE__,
-                             __LINE__));
-  }
-  void join_lanes() override {
-    set_lane(1);
-    lane_signal();
-    set_lane(0);
-    record(
-        cuda::cuda_status(cudaStreamWaitEvent(stream_, lanes_[1].mark, 0), "cudaStreamWaitEvent", __FILE__, __LINE__));
-  }
-
   Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
                 Tensor& ids, int32_t* host_ids) override {
     const size_t n = requests.size();
@@ -385,23 +345,6 @@ class CudaBackend final : public Backend {
     std::memcpy(b.host.get(), src, bytes);
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.device, b.host.get(), bytes, cudaMemcpyHostToDevice, stream_));
     return static_cast<const void*>(b.device);
-  }
-
-  // A stream with the scratch its operations need of their own when two run at once.
-  struct Lane {
-    cudaStream_t stream = nullptr;
-    void* gemm_workspace = nullptr;
-    void* attention_workspace = nullptr;  // the decode attention's split partials and arrival counters
-    cudaEvent_t mark = nullptr;           // lane_signal()
-  };
-  Status make_lane(Lane& lane) {
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&lane.mark, cudaEventDisableTiming));
-    PHOTON_ASSIGN_OR_RETURN(lane.gemm_workspace, allocator_.allocate(cuda::Gemm::kWorkspaceBytes));
-    PHOTON_ASSIGN_OR_RETURN(lane.attention_workspace, allocator_.allocate(kAttentionWorkspaceBytes));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(lane.attention_workspace, 0, kAttentionWorkspaceBytes, lane.stream));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(lane.stream));
-    return Status::ok();
   }
 
   void record(Status s) {
@@ -492,14 +435,10 @@ class CudaBackend final : public Backend {
 
   int device_;
   cuda::CudaAllocator allocator_;
-  // lanes_[0]: the backend's stream; lanes_[1]: the second decode lane, made when a weight is prepared for batches
-  // of at least lane_rows_ rows. stream_ is the current lane's stream, where every operation is enqueued.
-  Lane lanes_[2];
-  int lane_ = 0;
   cudaStream_t stream_ = nullptr;
-  int64_t lane_rows_ = 0;  // PHOTON_DECODE_LANES: decode steps of at least this many rows run in two lanes; 0: never
-  bool lane_sync_ = true;
   std::unique_ptr<cuda::Gemm> gemm_;
+  void* gemm_workspace_ = nullptr;
+  void* attention_workspace_ = nullptr;
   Tensor dequantized_;                // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
   cuda::W8a16Choices w8a16_choices_;  // the int8 GEMM path for each weight shape and row count (prepare_weight)
   std::vector<cudaGraphExec_t> graphs_;

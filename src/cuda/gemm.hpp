@@ -52,9 +52,6 @@ class Gemm {
   /// Creates the cuBLASLt handle on the current device. `workspace`: kWorkspaceBytes of device memory, borrowed for
   /// this object's lifetime.
   Status init(void* workspace);
-  /// Makes later run() calls use `workspace` (kWorkspaceBytes of device memory, borrowed): products enqueued on
-  /// two streams at once each need their own.
-  void set_workspace(void* workspace) { workspace_ = workspace; }
   /// out[m, n] = sum_k x[m, k] * w[n, k]: x bf16 [m, k] with rows ldx apart, w bf16 [n, k] contiguous, out [m, n] f32
   /// (out_f32) or bf16. Enqueued on `stream`. `rank`: kChosen, or the heuristic's rank-th algorithm (for benchmarks
   /// and tests that run them all; rank < algorithm_count(), else an error). With kChosen, the first call of an

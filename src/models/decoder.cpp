@@ -363,41 +363,57 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
   const Tensor positions = positions_.slice_rows(0, t);
   Tensor residual = residual_.slice_rows(0, t);
   Tensor hidden = hidden_.slice_rows(0, t);
+  Tensor proj = proj_.slice_rows(0, t);
+  Tensor qkv = qkv_.slice_rows(0, t);
+  Tensor q = q_.slice_rows(0, t);
+  Tensor attn = attn_.slice_rows(0, t);
+  Tensor gate_up = gate_up_.slice_rows(0, t);
+  Tensor mlp = mlp_.slice_rows(0, t);
   Tensor cos = cos_.slice_rows(0, t);
   Tensor sin = sin_.slice_rows(0, t);
   const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const KvCacheLayout& layout = kv.layout();
 
   backend_.embed(ids, sampled_, weights_.embed, shard_.vocab_begin, residual);
   if (comm_) comm_->all_reduce_sum(residual);  // each rank embedded the ids of its vocabulary slice
   backend_.rope_cos_sin(positions, inv_freq_, cos, sin);
+  // residual += proj, hidden = rms_norm(residual) * weight; under tensor parallelism proj is first summed over the
+  // ranks (row-parallel projections leave each rank a partial sum over its heads or features).
+  const auto add_norm = [&](const Tensor& weight) {
+    if (comm_) {
+      comm_->all_reduce_add_rms_norm(backend_, proj, residual, weight, eps, hidden);
+    } else {
+      backend_.add_rms_norm(residual, proj, weight, eps, hidden);
+    }
+  };
   // At decode sizes a backend may fuse each norm into the matmul that reads it and each residual add into the
   // matmul that produces it (three launches a layer fewer on a GPU); otherwise, and under tensor parallelism (the
   // ranks' partial sums meet in the all-reduce before the add), the add and the norm are one operation in between.
   const bool fused = !comm_ && backend_.fuses_norm_into_linear(t, weights_.layers.front().o_proj);
-  // A decode-only step may run as two lanes of half the rows each, one lane's attention beside the other's matmuls.
-  const bool decode_only = shape.decode_tokens == t && t == s;
-  const bool lanes = !comm_ && !fused && decode_only && backend_.runs_decode_lanes(t, weights_.layers.front().o_proj);
   if (!fused) backend_.rms_norm(residual, weights_.layers.front().input_norm, eps, hidden);
-  if (!lanes) {
-    for (int64_t li = 0; li < c.num_layers; ++li) run_layer(li, 0, t, attn_batch, fused, kv);
-  } else {
-    // Lane 0 takes the first half of the rows (a multiple of 8, for the matmuls' alignment), lane 1 the rest. Their
-    // attention launches take turns (each waits for the other lane's previous one), so that while one lane streams
-    // its KV cache the other runs its matmuls.
-    const int64_t half = std::min(t - 1, (t / 2 + 7) / 8 * 8);
-    AttentionBatch halves[2] = {attn_batch, attn_batch};
-    halves[0].num_decode_tokens = static_cast<int32_t>(half);
-    halves[0].decode_tokens = attn_batch.decode_tokens.slice_rows(0, half);
-    halves[1].num_decode_tokens = static_cast<int32_t>(t - half);
-    halves[1].decode_tokens = attn_batch.decode_tokens.slice_rows(half, t);
-    backend_.fork_lanes();
-    for (int64_t li = 0; li < c.num_layers; ++li) {
-      for (int lane = 0; lane < 2; ++lane) {
-        backend_.set_lane(lane);
-        run_layer(li, lane == 0 ? 0 : half, lane == 0 ? half : t, halves[lane], false, kv, lane);
-      }
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const auto l = static_cast<size_t>(li);
+    const LayerWeights& w = weights_.layers[l];
+    if (fused) {
+      backend_.rms_norm_linear(residual, w.input_norm, eps, w.qkv_proj, hidden, qkv);
+    } else {
+      backend_.linear(hidden, w.qkv_proj, qkv);
     }
-    backend_.join_lanes();
+    backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, attn_batch.slot_mapping, layout, kv.layer(li),
+                                  q);
+    backend_.attention(q, kv.layer(li), layout, attn_batch, scale, attn);
+    if (fused) {
+      backend_.linear_add(attn, w.o_proj, proj, residual);
+      backend_.rms_norm_linear_swiglu(residual, w.post_norm, eps, w.gate_up_proj, hidden, gate_up, mlp);
+      backend_.linear_add(mlp, w.down_proj, proj, residual);
+      continue;
+    }
+    backend_.linear(attn, w.o_proj, proj);
+    add_norm(w.post_norm);
+    backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
+    backend_.linear(mlp, w.down_proj, proj);
+    add_norm(l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
   }
   if (fused) backend_.rms_norm(residual, weights_.final_norm, eps, hidden);
   if (n_logits > 0) {
@@ -417,59 +433,6 @@ void Decoder::run(const Shape& shape, PagedKvCache& kv) {
       backend_.copy_columns(gathered.slice_rows(r * n_logits, (r + 1) * n_logits), logits, r * shard_.vocab_rows);
     }
   }
-}
-
-void Decoder::run_layer(int64_t li, int64_t begin, int64_t end, const AttentionBatch& batch, bool fused,
-                        PagedKvCache& kv, int lane) {
-  const ModelConfig& c = config_;
-  const auto l = static_cast<size_t>(li);
-  const LayerWeights& w = weights_.layers[l];
-  Tensor residual = residual_.slice_rows(begin, end);
-  Tensor hidden = hidden_.slice_rows(begin, end);
-  Tensor proj = proj_.slice_rows(begin, end);
-  Tensor qkv = qkv_.slice_rows(begin, end);
-  Tensor gate_up = gate_up_.slice_rows(begin, end);
-  Tensor mlp = mlp_.slice_rows(begin, end);
-  // Attention reads q and writes its output at the batch rows its decode-token list names, so it takes every row.
-  Tensor q = q_.slice_rows(0, batch.num_tokens);
-  Tensor attn = attn_.slice_rows(0, batch.num_tokens);
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const KvCacheLayout& layout = kv.layout();
-  // residual += proj, hidden = rms_norm(residual) * weight; under tensor parallelism proj is first summed over the
-  // ranks (row-parallel projections leave each rank a partial sum over its heads or features).
-  const auto add_norm = [&](const Tensor& weight) {
-    if (comm_) {
-      comm_->all_reduce_add_rms_norm(backend_, proj, residual, weight, eps, hidden);
-    } else {
-      backend_.add_rms_norm(residual, proj, weight, eps, hidden);
-    }
-  };
-  if (fused) {
-    backend_.rms_norm_linear(residual, w.input_norm, eps, w.qkv_proj, hidden, qkv);
-  } else {
-    backend_.linear(hidden, w.qkv_proj, qkv);
-  }
-  Tensor q_rows = q_.slice_rows(begin, end);
-  const Tensor cos = cos_.slice_rows(begin, end), sin = sin_.slice_rows(begin, end);
-  const Tensor slots = batch.slot_mapping.slice_rows(begin, end);
-  backend_.qkv_rope_cache_write(qkv, w.q_norm, w.k_norm, eps, cos, sin, slots, layout, kv.layer(li), q_rows);
-  // Lanes: lane 1's attention follows lane 0's of the same layer, lane 0's follows lane 1's of the layer before.
-  if (lane == 1 || (lane == 0 && li > 0)) backend_.lane_wait();
-  backend_.attention(q, kv.layer(li), layout, batch, scale, attn);
-  if (lane >= 0) backend_.lane_signal();
-  Tensor attn_rows = attn.slice_rows(begin, end);
-  if (fused) {
-    backend_.linear_add(attn_rows, w.o_proj, proj, residual);
-    backend_.rms_norm_linear_swiglu(residual, w.post_norm, eps, w.gate_up_proj, hidden, gate_up, mlp);
-    backend_.linear_add(mlp, w.down_proj, proj, residual);
-    return;
-  }
-  backend_.linear(attn_rows, w.o_proj, proj);
-  add_norm(w.post_norm);
-  backend_.linear_swiglu(hidden, w.gate_up_proj, gate_up, mlp);
-  backend_.linear(mlp, w.down_proj, proj);
-  add_norm(l + 1 < weights_.layers.size() ? weights_.layers[l + 1].input_norm : weights_.final_norm);
 }
 
 }  // namespace photon

@@ -102,11 +102,6 @@ class Decoder {
   /// counts.
   void upload(const ForwardBatch& batch, Shape& shape);
   void run(const Shape& shape, PagedKvCache& kv_cache);
-  /// Layer `li` for the batch rows [begin, end) (all of them but in decode lanes), its norms and residual adds fused
-  /// into the matmuls where `fused`. `batch` lists, as decode tokens, the rows whose attention this call computes.
-  /// `lane`: the decode lane these rows run in (Backend::fork_lanes), or -1.
-  void run_layer(int64_t li, int64_t begin, int64_t end, const AttentionBatch& batch, bool fused,
-                 PagedKvCache& kv_cache, int lane = -1);
   /// The graph bucket for a decode-only batch of `tokens` sequences, or 0 when it runs eagerly.
   int64_t graph_bucket(const ForwardBatch& batch) const;
 
