@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/utf8.hpp"
+
 namespace photon::jinja {
 namespace {
 
@@ -113,97 +115,44 @@ class Lexer {
   }
 
   // One backslash escape of a string literal, pos_ at the backslash: Python's string escapes, as Jinja2 reads
-  // them (\\n \\t \\xHH \\uHHHH \\UHHHHHHHH, octal, a backslash before a newline continues the line; an unknown escape
+  // them (\n \t \xHH \uHHHH \UHHHHHHHH, octal; a backslash before a newline continues the line; an unknown escape
   // keeps its backslash). Code points are appended as UTF-8.
   Status read_escape(std::string& out) {
+    static constexpr std::string_view kNamed = "\\'\"abfnrtv", kNamedAs = "\\'\"\a\b\f\n\r\t\v";
     const size_t at = pos_++;
     const char e = s_[pos_++];
-    const auto hex = [&](int digits) -> Result<uint32_t> {
-      uint32_t v = 0;
+    if (e == '\n') return Status::ok();
+    if (const size_t i = kNamed.find(e); i != std::string_view::npos) {
+      out += kNamedAs[i];
+      return Status::ok();
+    }
+    uint32_t cp = 0;
+    if (e == 'x' || e == 'u' || e == 'U') {
+      const int digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
       for (int i = 0; i < digits; ++i, ++pos_) {
         const char h = pos_ < s_.size() ? s_[pos_] : '\0';
         if (!std::isxdigit(static_cast<unsigned char>(h))) {
           return error_at(at, fmt::format("truncated \\{} escape: it takes {} hexadecimal digits", e, digits));
         }
-        v = v * 16 +
-            static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
+        cp = cp * 16 +
+             static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
       }
-      return v;
-    };
-    uint32_t cp = 0;
-    switch (e) {
-      case '\n':
-        return Status::ok();
-      case '\\':
-      case '\'':
-      case '"':
-        out += e;
-        return Status::ok();
-      case 'a':
-        out += '\a';
-        return Status::ok();
-      case 'b':
-        out += '\b';
-        return Status::ok();
-      case 'f':
-        out += '\f';
-        return Status::ok();
-      case 'n':
-        out += '\n';
-        return Status::ok();
-      case 'r':
-        out += '\r';
-        return Status::ok();
-      case 't':
-        out += '\t';
-        return Status::ok();
-      case 'v':
-        out += '\v';
-        return Status::ok();
-      case 'x': {
-        PHOTON_ASSIGN_OR_RETURN(cp, hex(2));
-        break;
+    } else if (e >= '0' && e <= '7') {
+      cp = static_cast<uint32_t>(e - '0');
+      for (int i = 1; i < 3 && pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '7'; ++i) {
+        cp = cp * 8 + static_cast<uint32_t>(s_[pos_++] - '0');
       }
-      case 'u': {
-        PHOTON_ASSIGN_OR_RETURN(cp, hex(4));
-        break;
-      }
-      case 'U': {
-        PHOTON_ASSIGN_OR_RETURN(cp, hex(8));
-        break;
-      }
-      case 'N':
-        return error_at(at, "\\N{...} escapes are not supported: write the character itself");
-      default:
-        if (e >= '0' && e <= '7') {
-          cp = static_cast<uint32_t>(e - '0');
-          for (int i = 1; i < 3 && pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '7'; ++i) {
-            cp = cp * 8 + static_cast<uint32_t>(s_[pos_++] - '0');
-          }
-          break;
-        }
-        out += '\\';
-        out += e;
-        return Status::ok();
+    } else if (e == 'N') {
+      return error_at(at, "\\N{...} escapes are not supported: write the character itself");
+    } else {
+      out += '\\';
+      out += e;
+      return Status::ok();
     }
     if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
       return error_at(at, fmt::format("\\{} escape names U+{:X}, which is not a Unicode character", e, cp));
     }
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    utf8::append(out, static_cast<char32_t>(cp));
     return Status::ok();
   }
 
