@@ -102,6 +102,13 @@ TEST_CASE("unsupported or broken templates fail with line and column") {
   expect("{{ '\\ud800' }}", "U+D800, which is not a Unicode character");
   expect("{{ '\\U00110000' }}", "not a Unicode character");
   expect("{{ '\\N{BULLET}' }}", "write the character itself");
+  expect("{{ '%d' % 'x' }}", "a number is required, not string");
+  expect("{{ '%s %s' % 'x' }}", "not enough arguments for format string");
+  expect("{{ '%s' % (1, 2) }}", "not all arguments converted");
+  expect("{{ '%(name)s' | format(name=1) }}", "named arguments");
+  expect("{{ {'a': 1} | tojson(separators=1) }}", "a pair of strings");
+  expect("{{ 'x' | round }}", "round needs a number");
+  expect("{{ [1, 'a'] | max }}", "cannot order string and int values");
   expect("{{ raise_exception('custom failure') }}", "custom failure");
   expect("{{ 1 / 0 }}", "division by zero");
   expect("{{ nothing.attr }}", "'nothing' is undefined");

@@ -4,13 +4,15 @@
 //
 // Supported: text, {{ }}, {% %}, {# #} with whitespace control; if / elif / else, for (with loop.*, an inline
 // `if` filter, `else`, tuple unpacking), set (including namespace attributes and block sets), break / continue,
-// macros; literals, lists, dicts, attribute / index / slice access, calls with keyword arguments, `~ + - * / // %
-// **`, comparisons, `in`, `and or not`, conditional expressions; filters (trim, length, count, tojson, string,
-// upper, lower, title, capitalize, replace, default, join, first, last, list, reverse, int, float, abs, items,
-// selectattr, rejectattr, map, indent, safe); tests (defined, undefined, none, string, number, integer, float,
-// boolean, true, false, mapping, sequence, iterable, callable, odd, even, equalto, in); string methods (strip,
-// lstrip, rstrip, split, startswith, endswith, upper, lower, title, capitalize, replace, find, count, join) and
-// dict methods (items, keys, values, get). Anything else is an error with line and column.
+// macros; literals (strings with Python's escapes), lists, dicts, attribute / index / slice access, calls with
+// keyword arguments, `~ + - * / // % **` (`%` on a string: printf-style formatting), comparisons, `in`, `and or
+// not`, conditional expressions; filters (trim, length, count, tojson with ensure_ascii / indent / separators /
+// sort_keys, string, format, upper, lower, title, capitalize, replace, default, join, first, last, list, reverse,
+// unique, min, max, sum, round, dictsort, int, float, abs, items, selectattr, rejectattr, map, indent, safe); tests
+// (defined, undefined, none, string, number, integer, float, boolean, true, false, mapping, sequence, iterable,
+// callable, odd, even, lower, upper, equalto, in); string methods (strip, lstrip, rstrip, split, startswith,
+// endswith, upper, lower, title, capitalize, replace, find, count, join) and dict methods (items, keys, values,
+// get). Tuples are lists (they print with brackets). Anything else is an error with line and column.
 //
 // Thread safety: a loaded ChatTemplate is immutable; render may run concurrently from any threads.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -25,6 +26,19 @@ Value kwarg(const Kwargs& kwargs, std::string_view name, const Args& args, size_
     if (k == name) return v;
   }
   return position < args.size() ? args[position] : fallback;
+}
+
+// Python's ordering of two values for sort, min and max; Jinja folds strings to lower case unless case_sensitive.
+Result<int> compare(const Value& a, const Value& b, bool case_sensitive) {
+  if (a.is_number() && b.is_number()) return a.number() < b.number() ? -1 : (a.number() > b.number() ? 1 : 0);
+  if (a.is_string() && b.is_string()) {
+    if (case_sensitive) return a.str().compare(b.str());
+    std::string x = a.str(), y = b.str();
+    for (char& c : x) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : y) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return x.compare(y);
+  }
+  return Status(StatusCode::kInvalidArgument, fmt::format("cannot order {} and {} values", type_name(a), type_name(b)));
 }
 
 Result<Value> string_method(const std::string& s, const std::string& name) {
@@ -105,14 +119,18 @@ Result<Value> string_method(const std::string& s, const std::string& name) {
     }));
   }
   if (name == "replace") {
-    return Value(Callable([s](Args& a, Kwargs&) -> Result<Value> {
+    return Value(Callable([s](Args& a, Kwargs& kw) -> Result<Value> {
       if (a.size() < 2) return Status(StatusCode::kInvalidArgument, "replace() needs two arguments");
       const std::string from = a[0].to_output(), to = a[1].to_output();
+      const Value count = kwarg(kw, "count", a, 2, Value(int64_t{-1}));
+      if (!count.is_int()) return Status(StatusCode::kInvalidArgument, "replace(): count must be an integer");
+      int64_t left = std::get<int64_t>(count.v);  // negative: every occurrence
       if (from.empty()) return Value(s);
       std::string out;
       size_t pos = 0;
-      for (size_t hit = 0; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+      for (size_t hit = 0; left != 0 && (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
         out.append(s, pos, hit - pos).append(to);
+        --left;
       }
       return Value(out.append(s, pos));
     }));
@@ -143,6 +161,118 @@ Result<Value> string_method(const std::string& s, const std::string& name) {
 }
 
 }  // namespace
+
+Result<std::string> percent_format(const std::string& format, const Args& args) {
+  const auto fail = [](const std::string& m) { return Status(StatusCode::kInvalidArgument, m); };
+  std::string out;
+  size_t next = 0;  // the next argument
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out += format[i];
+      continue;
+    }
+    // %[flags][width][.precision]type
+    std::string flags;
+    size_t j = i + 1;
+    while (j < format.size() && std::string_view("-+ 0#").find(format[j]) != std::string_view::npos)
+      flags += format[j++];
+    int width = 0, precision = -1;
+    while (j < format.size() && std::isdigit(static_cast<unsigned char>(format[j])) && width < 10000) {
+      width = width * 10 + (format[j++] - '0');
+    }
+    if (j < format.size() && format[j] == '.') {
+      precision = 0;
+      for (++j; j < format.size() && std::isdigit(static_cast<unsigned char>(format[j])) && precision < 10000; ++j) {
+        precision = precision * 10 + (format[j] - '0');
+      }
+    }
+    if (j >= format.size()) return fail("incomplete format: '%' at the end of the string");
+    const char type = format[j];
+    i = j;
+    if (type == '%') {
+      out += '%';
+      continue;
+    }
+    if (type == '(' || type == '*') return fail(fmt::format("%{} in a format string is not supported", type));
+    if (next >= args.size()) return fail("not enough arguments for format string");
+    const Value& arg = args[next++];
+    std::string text;
+    if (type == 's' || type == 'r' || type == 'a') {
+      text = type == 's' ? arg.to_output() : arg.repr();
+      if (precision >= 0) {
+        const auto chars = characters(text);
+        if (chars.size() > static_cast<size_t>(precision)) {
+          text.clear();
+          for (int k = 0; k < precision; ++k) text += chars[static_cast<size_t>(k)];
+        }
+      }
+    } else if (std::string_view("diouxXeEfFgGc").find(type) != std::string_view::npos) {
+      if (!arg.is_number()) {
+        return fail(fmt::format("%{} format: a number is required, not {}", type, type_name(arg)));
+      }
+      if (type == 'c') return fail("%c in a format string is not supported");
+      if (std::string_view("diouxX").find(type) != std::string_view::npos) {
+        // Integers as Python formats them: precision is a minimum digit count, '#' adds 0x / 0o, '0' pads after
+        // the sign and prefix. %d truncates a float exactly (as int() does); %x and %o refuse one.
+        const bool decimal = type == 'd' || type == 'i' || type == 'u';
+        if (!decimal && !arg.is_int()) {
+          return fail(fmt::format("%{} format: an integer is required, not {}", type, type_name(arg)));
+        }
+        bool negative = false;
+        std::string digits;
+        if (arg.is_int()) {
+          const int64_t x = std::get<int64_t>(arg.v);
+          negative = x < 0;
+          const uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+          digits = type == 'o'   ? fmt::format("{:o}", magnitude)
+                   : type == 'x' ? fmt::format("{:x}", magnitude)
+                   : type == 'X' ? fmt::format("{:X}", magnitude)
+                                 : fmt::format("{}", magnitude);
+        } else {
+          const double x = std::trunc(arg.number());
+          if (!std::isfinite(x)) return fail(fmt::format("%{} format: cannot convert {} to an integer", type, x));
+          negative = x < 0;
+          digits = fmt::format("{:.0f}", std::fabs(x));
+        }
+        if (precision > 0 && digits.size() < static_cast<size_t>(precision)) {
+          digits.insert(0, static_cast<size_t>(precision) - digits.size(), '0');
+        }
+        std::string head = negative                               ? "-"
+                           : flags.find('+') != std::string::npos ? "+"
+                           : flags.find(' ') != std::string::npos ? " "
+                                                                  : "";
+        if (flags.find('#') != std::string::npos && !decimal) head += type == 'o' ? "0o" : type == 'x' ? "0x" : "0X";
+        const size_t length = head.size() + digits.size();
+        const size_t fill = width > 0 && static_cast<size_t>(width) > length ? static_cast<size_t>(width) - length : 0;
+        if (flags.find('-') != std::string::npos) {
+          out.append(head).append(digits).append(fill, ' ');
+        } else if (flags.find('0') != std::string::npos) {
+          out.append(head).append(fill, '0').append(digits);
+        } else {
+          out.append(fill, ' ').append(head).append(digits);
+        }
+        continue;
+      }
+      std::string spec = fmt::format("%{}", flags);
+      if (width > 0) spec += fmt::format("{}", width);
+      if (precision >= 0) spec += fmt::format(".{}", precision);
+      spec += type;
+      char buf[512];
+      const int n = std::snprintf(buf, sizeof buf, spec.c_str(), arg.number());
+      if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return fail("a formatted number is too long");
+      out.append(buf, static_cast<size_t>(n));
+      continue;
+    } else {
+      return fail(fmt::format("unsupported format character '{}'", type));
+    }
+    const size_t length = characters(text).size();
+    const std::string pad(width > 0 && static_cast<size_t>(width) > length ? static_cast<size_t>(width) - length : 0,
+                          ' ');
+    out += flags.find('-') != std::string::npos ? text + pad : pad + text;
+  }
+  if (next < args.size()) return fail("not all arguments converted during string formatting");
+  return out;
+}
 
 Status error_at(const Expr& e, const std::string& message) {
   return Status(StatusCode::kInvalidArgument,
@@ -230,9 +360,23 @@ Result<Value> apply_filter(const Expr& e, const std::string& name, Value v, Args
     if (v.is_undefined()) return Value(int64_t{0});
     return error_at(e, fmt::format("length of a {}", type_name(v)));
   }
-  if (name == "tojson") {
-    const Value ind = kwarg(kw, "indent", a, 0, Value::none());
-    auto json = to_json(v, ind.is_int() ? static_cast<int>(std::get<int64_t>(ind.v)) : -1);
+  if (name == "tojson") {  // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
+    JsonStyle style;
+    style.ensure_ascii = kwarg(kw, "ensure_ascii", a, 0, Value(false)).truthy();
+    const Value indent = kwarg(kw, "indent", a, 1, Value::none());
+    if (!indent.is_none() && !indent.is_int()) return error_at(e, "tojson: indent must be an integer or none");
+    if (indent.is_int()) style.indent = static_cast<int>(std::clamp<int64_t>(std::get<int64_t>(indent.v), 0, 64));
+    const Value separators = kwarg(kw, "separators", a, 2, Value::none());
+    if (!separators.is_none()) {
+      if (!separators.is_list() || separators.list().size() != 2 || !separators.list()[0].is_string() ||
+          !separators.list()[1].is_string()) {
+        return error_at(e, "tojson: separators must be a pair of strings, e.g. (',', ':')");
+      }
+      style.item_separator = separators.list()[0].str();
+      style.key_separator = separators.list()[1].str();
+    }
+    style.sort_keys = kwarg(kw, "sort_keys", a, 3, Value(false)).truthy();
+    auto json = to_json(v, style);
     if (!json) return error_at(e, json.status().message());
     return Value(std::move(*json));
   }
@@ -246,6 +390,94 @@ Result<Value> apply_filter(const Expr& e, const std::string& name, Value v, Args
   if (name == "replace") {
     PHOTON_ASSIGN_OR_RETURN(Value m, string_method(v.to_output(), "replace"));
     return (*std::get<std::shared_ptr<Callable>>(m.v))(a, kw);
+  }
+  if (name == "unique" || name == "min" || name == "max" || name == "sum" || name == "dictsort") {
+    const bool dictsort = name == "dictsort";
+    if (dictsort ? !v.is_dict() : !v.is_list()) {
+      return error_at(e, fmt::format("{} needs a {}, not a {}", name, dictsort ? "dict" : "list", type_name(v)));
+    }
+    const bool case_sensitive = kwarg(kw, "case_sensitive", a, 0, Value(false)).truthy();
+    if (dictsort) {  // dictsort(case_sensitive=False, by='key', reverse=False): the (key, value) pairs
+      const Value by = kwarg(kw, "by", a, 1, Value("key"));
+      if (!by.is_string() || (by.str() != "key" && by.str() != "value")) {
+        return error_at(e, "dictsort: by must be 'key' or 'value'");
+      }
+      const size_t at = by.str() == "key" ? 0 : 1;
+      const bool reverse = kwarg(kw, "reverse", a, 2, Value(false)).truthy();
+      List pairs;
+      for (const auto& [k, x] : v.dict().items) pairs.push_back(Value(List{Value(k), x}));
+      Status failed;
+      std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& l, const Value& r) {
+        auto c = compare(l.list()[at], r.list()[at], case_sensitive);
+        if (!c) failed = c.status();
+        return c.is_ok() && (reverse ? *c > 0 : *c < 0);
+      });
+      if (!failed) return error_at(e, fmt::format("dictsort: {}", failed.message()));
+      return Value(std::move(pairs));
+    }
+    const Value attr = kwarg(kw, "attribute", {}, 0, Value::none());
+    List items;
+    for (const Value& item : v.list()) {
+      if (attr.is_none()) {
+        items.push_back(item);
+      } else {
+        PHOTON_ASSIGN_OR_RETURN(Value x, attribute(e, item, attr.to_output()));
+        items.push_back(std::move(x));
+      }
+    }
+    if (name == "sum") {  // sum(attribute=None, start=0)
+      Value total = kwarg(kw, "start", a, 1, Value(int64_t{0}));
+      for (const Value& x : items) {
+        if (!x.is_number() || !total.is_number()) return error_at(e, fmt::format("sum of a {}", type_name(x)));
+        total = total.is_int() && x.is_int() ? Value(std::get<int64_t>(total.v) + std::get<int64_t>(x.v))
+                                             : Value(total.number() + x.number());
+      }
+      return total;
+    }
+    if (name == "unique") {  // the first of each, in order
+      List out, seen;
+      for (size_t i = 0; i < items.size(); ++i) {
+        bool dup = false;
+        for (const Value& s2 : seen) {
+          if (items[i].is_string() && s2.is_string() ? compare(items[i], s2, case_sensitive).value() == 0
+                                                     : items[i].equals(s2)) {
+            dup = true;
+            break;
+          }
+        }
+        if (dup) continue;
+        seen.push_back(items[i]);
+        out.push_back(v.list()[i]);
+      }
+      return Value(std::move(out));
+    }
+    if (items.empty()) return Value::undefined();  // min / max of nothing
+    size_t best = 0;
+    for (size_t i = 1; i < items.size(); ++i) {
+      auto c = compare(items[i], items[best], case_sensitive);
+      if (!c) return error_at(e, fmt::format("{}: {}", name, c.status().message()));
+      if (name == "min" ? *c < 0 : *c > 0) best = i;
+    }
+    return v.list()[best];
+  }
+  if (name == "round") {  // round(precision=0, method='common'|'ceil'|'floor'), always a float; common: Python's round
+    if (!v.is_number()) return error_at(e, fmt::format("round needs a number, not a {}", type_name(v)));
+    const Value precision = kwarg(kw, "precision", a, 0, Value(int64_t{0}));
+    const Value method = kwarg(kw, "method", a, 1, Value("common"));
+    if (!precision.is_int()) return error_at(e, "round: precision must be an integer");
+    const double scale = std::pow(10.0, static_cast<double>(std::get<int64_t>(precision.v)));
+    const double x = v.number() * scale;
+    const std::string m = method.to_output();
+    if (m != "common" && m != "ceil" && m != "floor") return error_at(e, "round: method must be common, ceil or floor");
+    const double r = m == "ceil" ? std::ceil(x) : m == "floor" ? std::floor(x) : std::nearbyint(x);  // ties to even
+    return Value(r / scale);
+  }
+  if (name == "format") {
+    if (!v.is_string()) return error_at(e, fmt::format("format needs a format string, not a {}", type_name(v)));
+    if (!kw.empty()) return error_at(e, "format: named arguments (%(name)s) are not supported");
+    auto text = percent_format(v.str(), a);
+    if (!text) return error_at(e, text.status().message());
+    return Value(std::move(*text));
   }
   if (name == "default" || name == "d") {
     const Value fallback = kwarg(kw, "default_value", a, 0, Value(""));
@@ -365,6 +597,17 @@ Result<bool> apply_test(const Expr& e, const std::string& name, const Value& v, 
   if (name == "sequence") return v.is_list() || v.is_string();
   if (name == "iterable") return v.is_list() || v.is_string() || v.is_dict();
   if (name == "callable") return v.is_callable();
+  if (name == "lower" ||
+      name == "upper") {  // str.islower() / str.isupper(): a cased letter, and none of the other case
+    if (!v.is_string()) return false;
+    bool cased = false;
+    for (const char ch : v.str()) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (name == "lower" ? std::isupper(c) : std::islower(c)) return false;
+      cased = cased || std::isalpha(c);
+    }
+    return cased;
+  }
   if (name == "odd" || name == "even") {
     if (!v.is_int()) return error_at(e, fmt::format("'{}' needs an integer", name));
     return (std::get<int64_t>(v.v) % 2 != 0) == (name == "odd");

@@ -30,6 +30,10 @@ Result<Value> attribute(const Expr& e, const Value& obj, const std::string& name
 Result<Value> apply_filter(const Expr& e, const std::string& name, Value v, Args& a, Kwargs& kw);
 /// v is name(a...). An unsupported test is an error naming it.
 Result<bool> apply_test(const Expr& e, const std::string& name, const Value& v, const Args& a);
+/// Python's printf-style formatting, format % args (and Jinja's `format` filter), as Python prints it: %s %r %a %d
+/// %i %u %o %x %X %e %E %f %F %g %G and %%, with flags, width and precision; %(name)s, * widths and %c are errors,
+/// as are too few or too many arguments and a non-number for a numeric conversion.
+Result<std::string> percent_format(const std::string& format, const Args& args);
 /// Adds the global functions every chat template may call to `globals`.
 void add_globals(std::unordered_map<std::string, Value>& globals);
 

@@ -507,22 +507,26 @@ class Parser {
   Result<ExprPtr> parse_math1() { return binary(&Parser::parse_concat, {"+", "-"}, false); }
   Result<ExprPtr> parse_concat() { return binary(&Parser::parse_math2, {"~"}, false); }
   Result<ExprPtr> parse_math2() { return binary(&Parser::parse_pow, {"*", "/", "//", "%"}, false); }
-  Result<ExprPtr> parse_pow() { return binary(&Parser::parse_unary, {"**"}, false); }
+  Result<ExprPtr> parse_pow() { return binary(&Parser::parse_filtered_unary, {"**"}, false); }
+  Result<ExprPtr> parse_filtered_unary() { return parse_unary(true); }
 
-  Result<ExprPtr> parse_unary() {
+  // As Jinja2 parses it: a sign binds tighter than filters (-1.5 | abs is (-1.5) | abs), so the operand of a sign
+  // takes no filters of its own.
+  Result<ExprPtr> parse_unary(bool with_filters = true) {
     const Depth guard(depth_);
     if (depth_ > kMaxDepth) return err("the expression is nested too deeply");
+    ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token at = next();
-      PHOTON_ASSIGN_OR_RETURN(ExprPtr inner, parse_unary());
-      auto e = make(Expr::Kind::kUnary, at);
+      PHOTON_ASSIGN_OR_RETURN(ExprPtr inner, parse_unary(false));
+      e = make(Expr::Kind::kUnary, at);
       e->name = at.text;
       e->items.push_back(std::move(inner));
-      return e;
+    } else {
+      PHOTON_ASSIGN_OR_RETURN(e, parse_primary());
+      PHOTON_ASSIGN_OR_RETURN(e, parse_postfix(std::move(e)));
     }
-    PHOTON_ASSIGN_OR_RETURN(ExprPtr e, parse_primary());
-    PHOTON_ASSIGN_OR_RETURN(e, parse_postfix(std::move(e)));
-    return parse_filters(std::move(e));
+    return with_filters ? parse_filters(std::move(e)) : Result<ExprPtr>(std::move(e));
   }
 
   Status parse_args(Expr& call) {

@@ -350,6 +350,11 @@ class Renderer {
       for (int64_t i = 0; i < n; ++i) out += s;
       return Value(std::move(out));
     }
+    if (op == "%" && l.is_string()) {  // printf-style formatting: a tuple (list) gives the arguments
+      auto text = percent_format(l.str(), r.is_list() ? r.list() : Args{r});
+      if (!text) return error_at(e, text.status().message());
+      return Value(std::move(*text));
+    }
     if (!l.is_number() || !r.is_number()) {
       const std::string missing = l.is_undefined()   ? std::get<Undefined>(l.v).name
                                   : r.is_undefined() ? std::get<Undefined>(r.v).name

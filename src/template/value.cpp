@@ -1,11 +1,14 @@
 #include "template/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "tokenizer/utf8.hpp"
 
 namespace photon::jinja {
 namespace {
@@ -73,9 +76,22 @@ std::string string_repr(const std::string& s) {
   return out;
 }
 
-void json_string(const std::string& s, std::string& out) {
+void json_string(const std::string& s, bool ascii, std::string& out) {
   out += '"';
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (ascii && c >= 0x7f) {  // json.dumps(ensure_ascii=True): DEL and every non-ASCII character as \uXXXX
+      size_t at = i;
+      const char32_t cp = utf8::decode(s, at);
+      i = at - 1;
+      if (cp > 0xFFFF) {
+        const char32_t v = cp - 0x10000;
+        out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+      } else {
+        out += fmt::format("\\u{:04x}", static_cast<uint32_t>(cp));
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -109,7 +125,12 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
 }
 
-Status json_value(const Value& v, int indent, int depth, std::string& out) {
+Status json_value(const Value& v, const JsonStyle& style, int depth, std::string& out) {
+  const int indent = style.indent;
+  // Python's defaults: ", " and ": ", or "," between items under an indent.
+  std::string_view item_sep = indent < 0 ? ", " : ",", key_sep = ": ";
+  if (!style.item_separator.empty()) item_sep = style.item_separator;
+  if (!style.key_separator.empty()) key_sep = style.key_separator;
   if (depth > 200) return Status(StatusCode::kInvalidArgument, "tojson: value nested too deeply");
   auto newline = [&](int d) {
     if (indent < 0) return;
@@ -126,7 +147,7 @@ Status json_value(const Value& v, int indent, int depth, std::string& out) {
     const double d = std::get<double>(v.v);
     out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : float_repr(d);
   } else if (v.is_string()) {
-    json_string(v.str(), out);
+    json_string(v.str(), style.ensure_ascii, out);
   } else if (v.is_list()) {
     const List& l = v.list();
     if (l.empty()) {
@@ -135,9 +156,9 @@ Status json_value(const Value& v, int indent, int depth, std::string& out) {
     }
     out += '[';
     for (size_t i = 0; i < l.size(); ++i) {
-      if (i > 0) out += indent < 0 ? ", " : ",";
+      if (i > 0) out += item_sep;
       newline(depth + 1);
-      PHOTON_RETURN_IF_ERROR(json_value(l[i], indent, depth + 1, out));
+      PHOTON_RETURN_IF_ERROR(json_value(l[i], style, depth + 1, out));
     }
     newline(depth);
     out += ']';
@@ -147,13 +168,18 @@ Status json_value(const Value& v, int indent, int depth, std::string& out) {
       out += "{}";
       return Status::ok();
     }
+    // sort_keys: Python sorts str keys by code point, which is UTF-8's byte order.
+    std::vector<const std::pair<std::string, Value>*> items;
+    for (const auto& item : d.items) items.push_back(&item);
+    if (style.sort_keys)
+      std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
     out += '{';
-    for (size_t i = 0; i < d.items.size(); ++i) {
-      if (i > 0) out += indent < 0 ? ", " : ",";
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += item_sep;
       newline(depth + 1);
-      json_string(d.items[i].first, out);
-      out += ": ";
-      PHOTON_RETURN_IF_ERROR(json_value(d.items[i].second, indent, depth + 1, out));
+      json_string(items[i]->first, style.ensure_ascii, out);
+      out += key_sep;
+      PHOTON_RETURN_IF_ERROR(json_value(items[i]->second, style, depth + 1, out));
     }
     newline(depth);
     out += '}';
@@ -253,9 +279,9 @@ bool Value::equals(const Value& o) const {
   return false;
 }
 
-Result<std::string> to_json(const Value& value, int indent) {
+Result<std::string> to_json(const Value& value, const JsonStyle& style) {
   std::string out;
-  PHOTON_RETURN_IF_ERROR(json_value(value, indent, 0, out));
+  PHOTON_RETURN_IF_ERROR(json_value(value, style, 0, out));
   return out;
 }
 

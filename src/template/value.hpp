@@ -79,8 +79,16 @@ struct Value {
   bool equals(const Value& other) const;
 };
 
-/// json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=False) exactly as Python prints it.
-Result<std::string> to_json(const Value& value, int indent = -1);
+/// json.dumps's layout arguments. indent < 0: None (one line). Empty separators: Python's defaults (", " or, with
+/// an indent, ","; and ": ").
+struct JsonStyle {
+  int indent = -1;
+  std::string item_separator, key_separator;
+  bool sort_keys = false;
+  bool ensure_ascii = false;  // escape every character past ASCII, and DEL, as \\uXXXX (surrogate pairs past U+FFFF)
+};
+/// json.dumps(value, ensure_ascii=..., indent=..., separators=..., sort_keys=...) exactly as Python prints it.
+Result<std::string> to_json(const Value& value, const JsonStyle& style = {});
 /// A JSON document (request messages, tools, extra variables) as a Value.
 Value from_json(const nlohmann::ordered_json& j);
 
