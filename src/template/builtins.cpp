@@ -28,19 +28,6 @@ Value kwarg(const Kwargs& kwargs, std::string_view name, const Args& args, size_
   return position < args.size() ? args[position] : fallback;
 }
 
-// Python's ordering of two values for sort, min and max; Jinja folds strings to lower case unless case_sensitive.
-Result<int> compare(const Value& a, const Value& b, bool case_sensitive) {
-  if (a.is_number() && b.is_number()) return a.number() < b.number() ? -1 : (a.number() > b.number() ? 1 : 0);
-  if (a.is_string() && b.is_string()) {
-    if (case_sensitive) return a.str().compare(b.str());
-    std::string x = a.str(), y = b.str();
-    for (char& c : x) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    for (char& c : y) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return x.compare(y);
-  }
-  return Status(StatusCode::kInvalidArgument, fmt::format("cannot order {} and {} values", type_name(a), type_name(b)));
-}
-
 Result<Value> string_method(const std::string& s, const std::string& name) {
   auto chars_arg = [](const Args& a) { return a.empty() || a[0].is_none() ? kWhitespace : a[0].to_output(); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -272,6 +259,18 @@ Result<std::string> percent_format(const std::string& format, const Args& args) 
   }
   if (next < args.size()) return fail("not all arguments converted during string formatting");
   return out;
+}
+
+Result<int> compare(const Value& a, const Value& b, bool case_sensitive) {
+  if (a.is_number() && b.is_number()) return a.number() < b.number() ? -1 : (a.number() > b.number() ? 1 : 0);
+  if (a.is_string() && b.is_string()) {
+    if (case_sensitive) return a.str().compare(b.str());
+    std::string x = a.str(), y = b.str();
+    for (char& c : x) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (char& c : y) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return x.compare(y);
+  }
+  return Status(StatusCode::kInvalidArgument, fmt::format("cannot order {} and {} values", type_name(a), type_name(b)));
 }
 
 Status error_at(const Expr& e, const std::string& message) {

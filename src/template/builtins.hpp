@@ -23,6 +23,9 @@ std::string type_name(const Value& v);
 /// A string's characters (Python indexes, slices and counts code points, not bytes): each a UTF-8 sequence.
 std::vector<std::string> characters(const std::string& s);
 
+/// Python's ordering of two numbers or two strings (< 0, 0, > 0), for comparisons, sort, min and max; Jinja's
+/// filters fold strings to lower case unless case_sensitive. Other pairs are an error.
+Result<int> compare(const Value& a, const Value& b, bool case_sensitive);
 /// obj.name: a dict's key, else a method of a string, list or dict (a Callable bound to obj), else undefined; an
 /// error when obj itself is undefined.
 Result<Value> attribute(const Expr& e, const Value& obj, const std::string& name);

@@ -324,14 +324,9 @@ class Renderer {
       return Value(op == "in" ? found : !found);
     }
     if (op == "<" || op == "<=" || op == ">" || op == ">=") {
-      int cmp = 0;
-      if (l.is_number() && r.is_number()) {
-        cmp = l.number() < r.number() ? -1 : (l.number() > r.number() ? 1 : 0);
-      } else if (l.is_string() && r.is_string()) {
-        cmp = l.str().compare(r.str());
-      } else {
-        return error_at(e, fmt::format("cannot compare {} and {}", type_name(l), type_name(r)));
-      }
+      const Result<int> ordered = compare(l, r, true);
+      if (!ordered) return error_at(e, fmt::format("cannot compare {} and {}", type_name(l), type_name(r)));
+      const int cmp = *ordered;
       return Value(op == "<" ? cmp < 0 : op == "<=" ? cmp <= 0 : op == ">" ? cmp > 0 : cmp >= 0);
     }
     if (op == "+") {
