@@ -179,10 +179,17 @@ for key in ("elapsed_s", "output_tok_per_s", "total_tok_per_s", "peak_device_byt
 for key in ("ttft_ms", "tpot_ms"):
     assert set(r[key]) == {"p50", "p90", "p99"}, key
 assert r["device"].startswith("cpu"), r["device"]
+assert (r["max_num_seqs"], r["max_num_batched_tokens"]) == (256, 8192), r  # the CPU's defaults
 assert abs(r["output_tok_per_s"] * r["elapsed_s"] - 12) < 1e-6 * 12 + 1e-9, r  # exactly 3 x 4 tokens
 PY
 done
 # One output token (shorter than the warm-up's) fits the max_model_len the bench derives from the lengths.
+line=$("$photon" bench --model dummy:tiny-llama3 --device cpu --num-prompts 2 --input-len 3 --output-len 2 --max-num-seqs 1 --max-num-batched-tokens 4 --json 2>/dev/null | tail -1)
+if python3 -c 'import json, sys; r = json.loads(sys.argv[1]); assert (r["max_num_seqs"], r["max_num_batched_tokens"]) == (1, 4), r' "$line"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL: photon bench --max-num-seqs 1 --max-num-batched-tokens 4: $line"; failures=$((failures + 1))
+fi
 check "bench one output token" 0 "output tokens/s" -- "$photon" bench --model dummy:tiny-llama3 --device cpu --num-prompts 2 --input-len 8 --output-len 1
 check "bench missing flag" 2 "'--input-len' is required" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --output-len 1
 check "bench bad top-p" 2 "'--top-p' needs a number from" -- "$photon" bench --model dummy:tiny-llama3 --num-prompts 1 --input-len 1 --output-len 1 --top-p 1.5

@@ -2,7 +2,7 @@
 // tokens (EOS ignored), all submitted at once after a warm-up; prints a table, and with --json a last stdout line:
 // {"num_prompts", "input_len", "output_len", "elapsed_s", "output_tok_per_s", "total_tok_per_s",
 //  "ttft_ms": {"p50", "p90", "p99"}, "tpot_ms": {...}, "peak_device_bytes", "device", "weight_bytes",
-//  "kv_bytes_per_token" (all layers' keys and values of one token), ...}.
+//  "kv_bytes_per_token" (all layers' keys and values of one token), "max_num_seqs", "max_num_batched_tokens", ...}.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,6 +24,9 @@
 namespace photon::cli {
 namespace {
 
+// vLLM's offline defaults: 256 sequences and 8,192 tokens a step, 1,024 and 16,384 on large GPUs.
+constexpr EngineFlagDefaults kEngineDefaults{"auto", 256, 8192, 1024, 16384};
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -32,7 +35,7 @@ Args make_args() {
          "Offline benchmark: N requests of I random prompt tokens, each generating exactly O tokens, run through "
          "continuous batching after a warm-up. Reports throughput, time to first token (TTFT) and time per output "
          "token (TPOT).");
-  add_engine_flags(a, {"auto", 256, 8192});
+  add_engine_flags(a, kEngineDefaults);
   a.option("num-prompts", "N", "requests to run");
   a.option("input-len", "I", "prompt tokens per request");
   a.option("output-len", "O", "generated tokens per request (EOS ignored)");
@@ -49,7 +52,7 @@ struct Options {
 };
 
 Status read_options(const Args& a, Options& o) {
-  PHOTON_RETURN_IF_ERROR(read_engine_config(a, o.config));
+  PHOTON_RETURN_IF_ERROR(read_engine_config(a, kEngineDefaults, o.config));
   for (const char* required : {"num-prompts", "input-len", "output-len"}) {
     if (!a.has(required))
       return Status(StatusCode::kInvalidArgument, fmt::format("option '--{}' is required", required));
@@ -176,6 +179,8 @@ Status run(Options o) {
                       {"group_size", o.config.quantization == "int8" ? o.config.group_size : 0},
                       {"quantize_lm_head", o.config.quantize_lm_head},
                       {"tensor_parallel_size", tp},
+                      {"max_num_seqs", o.config.max_num_seqs},
+                      {"max_num_batched_tokens", o.config.max_num_batched_tokens},
                       {"num_steps", stats.num_steps},
                       {"num_preemptions", stats.num_preemptions}};
     fmt::print("{}\n", out.dump());

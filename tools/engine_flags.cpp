@@ -37,9 +37,17 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("rank", "R",
            "this process's rank with --dist-init-addr (default: $PHOTON_RANK, $SLURM_PROCID, "
            "$OMPI_COMM_WORLD_RANK or $PMI_RANK)");
-  a.option("max-num-seqs", "N", "requests per step at most", std::to_string(d.max_num_seqs));
-  a.option("max-num-batched-tokens", "N", "tokens per step at most (longer prompts are chunked)",
-           std::to_string(d.max_num_batched_tokens));
+  // The default, and the large-GPU one where it differs.
+  const auto by_gpu = [](int normal, int large) {
+    return large == normal
+               ? fmt::format("default: {}", normal)
+               : fmt::format("default: {}; {} on a GPU of sm_90 or newer with 70 GiB or more", normal, large);
+  };
+  a.option("max-num-seqs", "N",
+           fmt::format("requests per step at most ({})", by_gpu(d.max_num_seqs, d.large_gpu_max_num_seqs)));
+  a.option("max-num-batched-tokens", "N",
+           fmt::format("tokens per step at most, longer prompts are chunked ({})",
+                       by_gpu(d.max_num_batched_tokens, d.large_gpu_max_num_batched_tokens)));
   a.option("max-model-len", "N", "longest prompt + output per request (default: the model's context)");
   a.option("block-size", "N", "tokens per KV-cache block", "16");
   a.option("num-kv-blocks", "N", "exact number of KV-cache blocks (overrides the memory budgets)");
@@ -64,7 +72,20 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
   a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
 }
 
-Status read_engine_config(const Args& a, EngineConfig& c) {
+bool is_large_gpu(const std::string& device) {
+  int index = 0;
+  if (device.starts_with("cuda:")) {
+    const std::string n = device.substr(5);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+    index = std::stoi(n);
+  } else if (device != "cuda") {
+    return false;
+  }
+  const CudaDeviceProperties p = cuda_device_properties(index);
+  return p.compute_capability >= 90 && p.total_memory_bytes >= uint64_t{70} << 30;
+}
+
+Status read_engine_config(const Args& a, const EngineFlagDefaults& d, EngineConfig& c) {
   if (!a.has("model")) return bad("option '--model' is required");
   c.model = a.get("model");
   c.tokenizer = a.get("tokenizer");
@@ -126,8 +147,15 @@ Status read_engine_config(const Args& a, EngineConfig& c) {
     }
     c.rank = static_cast<int32_t>(rank);
   }
-  PHOTON_ASSIGN_OR_RETURN(int64_t seqs, a.get_int("max-num-seqs", 1, 65536));
-  PHOTON_ASSIGN_OR_RETURN(int64_t tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
+  const bool large = is_large_gpu(c.device);
+  int64_t seqs = large ? d.large_gpu_max_num_seqs : d.max_num_seqs;
+  int64_t tokens = large ? d.large_gpu_max_num_batched_tokens : d.max_num_batched_tokens;
+  if (a.has("max-num-seqs")) {
+    PHOTON_ASSIGN_OR_RETURN(seqs, a.get_int("max-num-seqs", 1, 65536));
+  }
+  if (a.has("max-num-batched-tokens")) {
+    PHOTON_ASSIGN_OR_RETURN(tokens, a.get_int("max-num-batched-tokens", 1, 1 << 20));
+  }
   PHOTON_ASSIGN_OR_RETURN(int64_t block, a.get_int("block-size", 1, 1024));
   c.max_num_seqs = static_cast<int32_t>(seqs);
   c.max_num_batched_tokens = static_cast<int32_t>(tokens);

@@ -23,6 +23,9 @@
 namespace photon::cli {
 namespace {
 
+// A few prompts at a time: the same limits on every device.
+constexpr EngineFlagDefaults kEngineDefaults{"cpu", 64, 512, 64, 512};
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -69,7 +72,7 @@ Args make_args() {
   a.option("stop-token-ids", "IDS", "extra comma-separated ids that end a request");
   a.option("prompt-logprobs", "K", "report each prompt token's logprob and the top K at its position");
   a.option("logprobs", "K", "report each generated token's logprob and the top K");
-  add_engine_flags(a, {"cpu", 64, 512});
+  add_engine_flags(a, kEngineDefaults);
   a.flag("json", "print one JSON object per request as the last stdout line(s)");
   a.flag("stats", "print run statistics as JSON on the last stderr line");
   return a;
@@ -237,7 +240,7 @@ json outcome_json(const Outcome& o, bool with_text) {
 
 // Everything the flags and the requests file say; errors here are usage errors.
 Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs) {
-  PHOTON_RETURN_IF_ERROR(read_engine_config(a, config));
+  PHOTON_RETURN_IF_ERROR(read_engine_config(a, kEngineDefaults, config));
   SamplingParams defaults;
   PHOTON_RETURN_IF_ERROR(read_request_defaults(a, defaults));
   if (a.has("requests") + a.has("prompt-ids") + a.has("prompt") != 1) {

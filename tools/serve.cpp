@@ -22,6 +22,9 @@
 namespace photon::cli {
 namespace {
 
+// vLLM's server defaults on large GPUs (1,024 sequences, 8,192 tokens a step); elsewhere 256 and 2,048.
+constexpr EngineFlagDefaults kEngineDefaults{"auto", 256, 2048, 1024, 8192};
+
 Args make_args(const std::string& program) {
   Args a(program + " --model DIR|dummy:NAME [--tokenizer DIR|FILE] [--host 127.0.0.1] [--port 5728] [options]",
          "Serves the model over HTTP with the OpenAI API (POST /v1/chat/completions, /v1/completions, streamed as "
@@ -37,14 +40,14 @@ Args make_args(const std::string& program) {
   a.option("io-threads", "N", "threads serving the connections", "2");
   a.option("max-body-bytes", "N", "largest request body accepted (413 above)", "8388608");
   a.option("shutdown-grace", "SECONDS", "how long requests in flight may run on after SIGINT / SIGTERM", "10");
-  add_engine_flags(a, {"auto", 256, 2048});
+  add_engine_flags(a, kEngineDefaults);
   return a;
 }
 
 Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
 Status read_options(const Args& a, server::ServerConfig& s, EngineConfig& e, double& grace) {
-  PHOTON_RETURN_IF_ERROR(read_engine_config(a, e));
+  PHOTON_RETURN_IF_ERROR(read_engine_config(a, kEngineDefaults, e));
   s.host = a.get("host");
   PHOTON_ASSIGN_OR_RETURN(int64_t port, a.get_int("port", 0, 65535));
   s.port = static_cast<uint16_t>(port);

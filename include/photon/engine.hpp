@@ -120,6 +120,15 @@ PHOTON_API Status run_tensor_parallel_worker(const EngineConfig& config);
 /// Number of CUDA GPUs this process can use: 0 without a CUDA build, a driver or a GPU. Thread-safe.
 PHOTON_API int cuda_device_count();
 
+/// What sizes a CUDA GPU's defaults are chosen from.
+struct CudaDeviceProperties {
+  uint64_t total_memory_bytes = 0;  ///< the GPU's memory, in bytes
+  int compute_capability = 0;       ///< major * 10 + minor: 80 for an A100, 90 for an H100 or H200
+};
+
+/// Properties of CUDA GPU `device` (0-based); all zero without a CUDA build, a driver or that GPU. Thread-safe.
+PHOTON_API CudaDeviceProperties cuda_device_properties(int device);
+
 /// What happened to one request since the previous poll().
 struct RequestEvent {
   uint64_t request_id = 0;

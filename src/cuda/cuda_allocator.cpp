@@ -42,6 +42,18 @@ int device_count() {
   return n;
 }
 
+void device_properties(int device, uint64_t* total_bytes, int* compute_capability) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    *total_bytes = 0;
+    *compute_capability = 0;
+    return;
+  }
+  *total_bytes = prop.totalGlobalMem;
+  *compute_capability = prop.major * 10 + prop.minor;
+}
+
 std::string device_name(int device) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return fmt::format("cuda:{}", device);

@@ -28,6 +28,8 @@ class CudaAllocator final : public Allocator {
 Status device_memory(int device, size_t* free_bytes, size_t* total_bytes);
 /// Number of CUDA devices usable by this process (0 when there is no driver or GPU).
 int device_count();
+/// Total bytes of memory and compute capability (major * 10 + minor) of `device`; zeros when it cannot be queried.
+void device_properties(int device, uint64_t* total_bytes, int* compute_capability);
 /// "NVIDIA H200 (sm_90, 139.8 GiB)".
 std::string device_name(int device);
 

@@ -33,6 +33,17 @@ int cuda_device_count() {
 #endif
 }
 
+CudaDeviceProperties cuda_device_properties(int device) {
+  CudaDeviceProperties p;
+#if defined(PHOTON_WITH_CUDA)
+  if (device >= 0 && device < cuda::device_count())
+    cuda::device_properties(device, &p.total_memory_bytes, &p.compute_capability);
+#else
+  (void)device;
+#endif
+  return p;
+}
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kNone:
