@@ -383,3 +383,17 @@ TEST_CASE("a model whose weights cannot fit the device is refused before loading
     CHECK(engine.status().message().find("int8 projections") != std::string::npos);
   }
 }
+
+TEST_CASE("cuda_device_properties describes each visible GPU and nothing else") {
+  const int gpus = cuda_device_count();
+  for (const int missing : {-1, gpus, gpus + 7}) {
+    const CudaDeviceProperties p = cuda_device_properties(missing);
+    CHECK(p.total_memory_bytes == 0);
+    CHECK(p.compute_capability == 0);
+  }
+  for (int d = 0; d < gpus; ++d) {
+    const CudaDeviceProperties p = cuda_device_properties(d);
+    CHECK(p.total_memory_bytes >= uint64_t{1} << 30);
+    CHECK(p.compute_capability >= 70);
+  }
+}
