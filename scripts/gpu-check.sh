@@ -272,6 +272,8 @@ bench llama1b-1024x128-topp 240 --model dummy:llama-3.2-1b --num-prompts 1024 --
 bench llama1b-1024x128-penalties 240 --model dummy:llama-3.2-1b --num-prompts 1024 --input-len 128 --output-len 128 \
   --temperature 0.8 --top-p 0.95 --repetition-penalty 1.1 --presence-penalty 0.2 --frequency-penalty 0.2
 bench llama1b-256x2048 300 --model dummy:llama-3.2-1b --num-prompts 256 --input-len 2048 --output-len 128
+bench qwen06b-1024x128 240 --model dummy:qwen3-0.6b --num-prompts 1024 --input-len 128 --output-len 128
+bench llama8b-256x1024 420 --model dummy:llama-3.1-8b --num-prompts 256 --input-len 1024 --output-len 128
 # Int8 weights (group 128, quantized at load): batch 1 against the int8 bytes roofline, then the batch shapes.
 bench llama1b-b1-int8 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256 --quantization int8
 bench llama1b-b1-int8-lmhead 120 --model dummy:llama-3.2-1b --num-prompts 1 --input-len 128 --output-len 256 \
