@@ -1,5 +1,5 @@
-// Engine flags shared by the photon subcommands that run models (generate, bench): model, device, memory and
-// scheduling limits. Each subcommand chooses its own defaults for the sizes.
+// Engine flags shared by the photon subcommands that run models (generate, bench, serve): model, device, memory and
+// scheduling limits. Each subcommand chooses its own defaults for the sizes, by device.
 #pragma once
 
 #include <photon/engine.hpp>
@@ -18,13 +18,18 @@ struct EngineFlagDefaults {
   int large_gpu_max_num_batched_tokens;
 };
 
+/// Registers --model, --load-format, --tokenizer, --dtype, --device, --seed, --max-num-seqs, --max-num-batched-tokens,
+/// --max-model-len, --block-size, --num-kv-blocks, --kv-cache-memory, --memory-utilization, --kv-cache-dtype,
+/// --enable-prefix-caching / --no-prefix-caching, --tensor-parallel-size, --dist-init-addr, --rank, --threads and
+/// --log-level.
 void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);
 
 /// Reads them into `config` (sets the OpenMP thread count and the log level as side effects). `defaults` must be the
 /// ones given to add_engine_flags: the size limits not given on the command line come from them, by device.
 Status read_engine_config(const Args& a, const EngineFlagDefaults& defaults, EngineConfig& config);
 
-/// True when `device` ("cuda" or "cuda:N") is a large GPU in the sense of EngineFlagDefaults.
+/// True when `device` ("cuda" or "cuda:N"; with tensor parallelism, the first of its GPUs) is a large GPU in the
+/// sense of EngineFlagDefaults. False for "cpu", a malformed name or a GPU that is not there.
 bool is_large_gpu(const std::string& device);
 
 }  // namespace photon::cli
