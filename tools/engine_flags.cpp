@@ -12,6 +12,21 @@ namespace {
 
 Status bad(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
+// Whether `device` ("cuda" or "cuda:N"; with tensor parallelism, the first of its GPUs) is a large GPU in the sense
+// of EngineFlagDefaults. False for "cpu", a malformed name or a GPU that is not there.
+bool is_large_gpu(const std::string& device) {
+  int index = 0;
+  if (device.starts_with("cuda:")) {
+    const std::string n = device.substr(5);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) return false;
+    index = std::stoi(n);
+  } else if (device != "cuda") {
+    return false;
+  }
+  const CudaDeviceProperties p = cuda_device_properties(index);
+  return p.compute_capability >= 90 && p.total_memory_bytes >= uint64_t{70} << 30;
+}
+
 }  // namespace
 
 void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
@@ -70,19 +85,6 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& d) {
          "tensor parallelism: use NCCL for every all-reduce, not the one-shot NVLink kernel for small messages");
   a.option("threads", "N", "CPU threads (default: OpenMP's choice, usually all cores)");
   a.option("log-level", "LEVEL", "debug, info, warn, error or off", "warn");
-}
-
-bool is_large_gpu(const std::string& device) {
-  int index = 0;
-  if (device.starts_with("cuda:")) {
-    const std::string n = device.substr(5);
-    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos) return false;
-    index = std::stoi(n);
-  } else if (device != "cuda") {
-    return false;
-  }
-  const CudaDeviceProperties p = cuda_device_properties(index);
-  return p.compute_capability >= 90 && p.total_memory_bytes >= uint64_t{70} << 30;
 }
 
 Status read_engine_config(const Args& a, const EngineFlagDefaults& d, EngineConfig& c) {

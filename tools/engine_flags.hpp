@@ -28,8 +28,4 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);
 /// ones given to add_engine_flags: the size limits not given on the command line come from them, by device.
 Status read_engine_config(const Args& a, const EngineFlagDefaults& defaults, EngineConfig& config);
 
-/// True when `device` ("cuda" or "cuda:N"; with tensor parallelism, the first of its GPUs) is a large GPU in the
-/// sense of EngineFlagDefaults. False for "cpu", a malformed name or a GPU that is not there.
-bool is_large_gpu(const std::string& device);
-
 }  // namespace photon::cli

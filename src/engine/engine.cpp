@@ -36,8 +36,7 @@ int cuda_device_count() {
 CudaDeviceProperties cuda_device_properties(int device) {
   CudaDeviceProperties p;
 #if defined(PHOTON_WITH_CUDA)
-  if (device >= 0 && device < cuda::device_count())
-    cuda::device_properties(device, &p.total_memory_bytes, &p.compute_capability);
+  cuda::device_properties(device, &p.total_memory_bytes, &p.compute_capability);
 #else
   (void)device;
 #endif
