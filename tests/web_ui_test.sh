@@ -18,6 +18,6 @@ fi
 cp "$here/web/ui_test.mjs" "$work/"
 . "$here/serve_lib.sh"
 start_serving "$work/server.log" "$photon" serve --model dummy:tiny-qwen3 --tokenizer "$tok" --device cpu \
-  --max-model-len 1024 --port 0 || exit 1
+  --max-model-len 4096 --port 0 || exit 1
 port=$server_port
 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 timeout 240 node "$work/ui_test.mjs" "http://127.0.0.1:$port" "$shots"

@@ -96,7 +96,27 @@ async function send(text) {
   state.controller = new AbortController();
   setBusy(true);
   const start = performance.now();
-  let first = null, tokens = 0, answer = "", stopped = false, finish = "";
+  let first = null, tokens = 0, answer = "", reasoning = "", stopped = false, finish = "", error = null;
+  // A fast server sends hundreds of tokens a second; the page draws the text at most once a frame, so it stays
+  // responsive (Stop included) however fast the tokens come.
+  let frame = 0;
+  const draw = () => {
+    frame = 0;
+    if (reasoning) {
+      if (!thinking) {
+        const details = document.createElement("details");
+        const summary = document.createElement("summary");
+        summary.textContent = "Thinking";
+        thinking = document.createElement("div");
+        thinking.className = "thinking";
+        details.append(summary, thinking);
+        div.insertBefore(details, content);
+      }
+      thinking.textContent = reasoning;
+    }
+    content.textContent = answer;
+    log.scrollTop = log.scrollHeight;
+  };
   try {
     const r = await fetch("/v1/chat/completions", {
       method: "POST", headers: headers(), body: JSON.stringify(body), signal: state.controller.signal,
@@ -112,35 +132,23 @@ async function send(text) {
       if (chunk.usage) tokens = chunk.usage.completion_tokens;
       for (const choice of chunk.choices) {
         const d = choice.delta || {};
-        if (d.reasoning_content) {
-          if (!thinking) {
-            const details = document.createElement("details");
-            const summary = document.createElement("summary");
-            summary.textContent = "Thinking";
-            thinking = document.createElement("div");
-            thinking.className = "thinking";
-            details.append(summary, thinking);
-            div.insertBefore(details, content);
-          }
-          thinking.textContent += d.reasoning_content;
-        }
-        if (d.content) {
-          answer += d.content;
-          content.textContent = answer;
-        }
+        if (d.reasoning_content) reasoning += d.reasoning_content;
+        if (d.content) answer += d.content;
         if ((d.content || d.reasoning_content) && first === null) first = performance.now();
         if (choice.finish_reason) finish = choice.finish_reason;
       }
-      log.scrollTop = log.scrollHeight;
+      if (!frame) frame = requestAnimationFrame(draw);
     });
   } catch (e) {
-    if (e.name === "AbortError") {
-      stopped = true;
-    } else {
-      div.classList.add("error");
-      content.textContent = (answer ? answer + "\n\n" : "") + "Error: " + e.message;
-    }
+    if (e.name === "AbortError") stopped = true;
+    else error = e.message;
   } finally {
+    if (frame) cancelAnimationFrame(frame);
+    draw();
+    if (error !== null) {
+      div.classList.add("error");
+      content.textContent = (answer ? answer + "\n\n" : "") + "Error: " + error;
+    }
     setBusy(false);
     state.controller = null;
   }

@@ -53,15 +53,30 @@ await check("a streamed reply", async () => {
 });
 
 await check("stop ends a reply mid-stream", async () => {
-  await page.fill("#max-tokens", "400");
-  await page.fill("#input", "Tell me a long story");
-  await page.click("#send");
-  await page.waitForSelector("#stop:not([hidden])");
-  await page.waitForFunction(() => document.querySelectorAll(".msg.assistant")[1].querySelector(".content").textContent.length > 0);
-  await page.click("#stop");
-  await page.waitForSelector("#send:not([hidden])");
-  const stats = await page.locator(".msg.assistant .stats").nth(1).textContent();
-  assert.match(stats, /stopped/);
+  // Over a slow link (16 KB/s, as a poor mobile connection) the reply takes many seconds to arrive however fast the
+  // machine generates it, so the click on Stop lands mid-stream.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Network.enable");
+  await cdp.send("Network.emulateNetworkConditions",
+                 { offline: false, latency: 20, downloadThroughput: 16 * 1024, uploadThroughput: -1 });
+  try {
+    await page.fill("#max-tokens", "2000");
+    await page.fill("#input", "Tell me a long story");
+    await page.click("#send");
+    await page.waitForFunction(
+      () => document.querySelectorAll(".msg.assistant")[1].querySelector(".content").textContent.length > 0);
+    await page.click("#stop");
+    await page.waitForSelector("#send:not([hidden])");
+    const stats = await page.locator(".msg.assistant .stats").nth(1).textContent();
+    assert.match(stats, /stopped/);
+    const shown = () => page.locator(".msg.assistant .content").nth(1).evaluate((e) => e.textContent.length);
+    const atStop = await shown();
+    await page.waitForTimeout(500);
+    assert.equal(await shown(), atStop, "the reply grew after Stop");
+  } finally {
+    await cdp.send("Network.emulateNetworkConditions",
+                   { offline: false, latency: 0, downloadThroughput: -1, uploadThroughput: -1 });
+  }
 });
 
 await check("HTML in a message is shown as text", async () => {
