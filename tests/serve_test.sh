@@ -53,7 +53,7 @@ wait_ready() {
 }
 
 # photon_web_server: the original's name; --tokenizer may be omitted for token-id prompts; SIGTERM exits 0.
-if start "$web" --model dummy:tiny-llama3 --device cpu --max-model-len 128 --served-model-name tiny --api-key k1; then
+if start "$web" --model dummy:tiny-llama3 --device cpu --max-model-len 1024 --served-model-name tiny --api-key k1; then
   wait_ready
   out=$(http GET /v1/models "" k1)
   [[ "$out" == 200*'"id":"tiny"'* ]] && ok || fail "/v1/models: $out"
@@ -61,11 +61,12 @@ if start "$web" --model dummy:tiny-llama3 --device cpu --max-model-len 128 --ser
   [[ "$out" == 401* ]] && ok || fail "no key: $out"
   # A long streamed request in flight when SIGTERM arrives still finishes (the grace period), then the process exits 0.
   # The client writes each event as it arrives; SIGTERM goes only once the first one is there, so the request is
-  # surely in flight (a connection made after SIGTERM is rightly refused).
+  # surely in flight (a connection made after SIGTERM is rightly refused). 600 tokens: long enough that a fast CPU
+  # (~1 ms a token for this model) is still streaming when SIGTERM comes, short enough for the 10 s grace period.
   python3 - "$port" >"$log.stream" <<'PY' &
 import sys, urllib.request
 req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/v1/completions", method="POST",
-                             data=b'{"prompt":[1,2,3],"max_tokens":100,"ignore_eos":true,"stream":true}',
+                             data=b'{"prompt":[1,2,3],"max_tokens":600,"ignore_eos":true,"stream":true}',
                              headers={"Content-Type": "application/json", "Authorization": "Bearer k1"})
 try:
     with urllib.request.urlopen(req, timeout=60) as r:
