@@ -100,16 +100,22 @@ if want sanitize; then
   done
 fi
 if want parity; then
-  t0=$(date +%s)
-  tp_args=(); [ "$gpus" -ge 2 ] && tp_args=(--tp 2)
-  if PYTHONUNBUFFERED=1 timeout 240 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" --workdir /tmp/photon-parity \
-       --out "$out/parity.jsonl" "${tp_args[@]}" >"$out/parity.log" 2>&1; then
-    note "parity vs transformers float32 ($(( $(date +%s) - t0 )) s), mean |delta logprob| over 512 positions:"
-  else
-    status=1; note "parity FAILED (exit $?; ratio above 1.25, or an error: see parity.log):"
-  fi
-  grep "^|" "$out/parity.log" | tee -a "$summary"
-  grep -E "^\[|Error|error" "$out/parity.log" | tail -12
+  # 512 positions (with tensor parallelism where there are several GPUs), then one long prompt of 8,192 positions:
+  # the accuracy of chunked prefill and of decode attention far into the context.
+  for positions in 512 8192; do
+    t0=$(date +%s)
+    tp_args=(); [ "$gpus" -ge 2 ] && [ "$positions" -eq 512 ] && tp_args=(--tp 2)
+    log="$out/parity-$positions.log"
+    if PYTHONUNBUFFERED=1 timeout 300 python3 tools/parity/gpu_parity.py --photon "$build/bin/photon" \
+         --workdir /tmp/photon-parity --positions "$positions" --out "$out/parity-$positions.jsonl" "${tp_args[@]}" \
+         >"$log" 2>&1; then
+      note "parity vs transformers float32 ($(( $(date +%s) - t0 )) s), mean |delta logprob| over $positions positions:"
+    else
+      status=1; note "parity at $positions positions FAILED (exit $?; ratio above 1.25, or an error: see $log):"
+    fi
+    grep "^|" "$log" | tee -a "$summary"
+    grep -E "^\[|Error|error" "$log" | tail -12
+  done
   rm -rf /tmp/photon-parity
 fi
 if want profile; then
