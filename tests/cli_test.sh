@@ -163,6 +163,40 @@ if [ -f "$tok_dir/tokenizer.json" ]; then
   check "template bad request" 1 "messages must be a JSON array" -- "$photon" template --tokenizer "$qwen_dir" --request "$req"
   rm -f "$req"
   check "generate --chat" 0 '"prompt_ids":\[151644,872,198,9707' -- "$photon" generate --model dummy:tiny-qwen3 --tokenizer "$qwen_dir" --prompt Hello --chat --max-tokens 2 --json
+  # perplexity: the chunks, BOS and scored positions of llama.cpp's method, checked against generate's prompt
+  # logprobs of the same chunks built here (context 32: each chunk's positions 17..31 are scored).
+  text="$data/tokenizer/corpus.jsonl"
+  ppl=$("$photon" perplexity --model dummy:tiny-llama3 --tokenizer "$tok_dir" --file "$text" --context-len 32 \
+        --max-chunks 3 --json 2>/dev/null | tail -1)
+  ids=$(python3 -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read()))' "$text" |
+        "$photon" tokenize --tokenizer "$tok_dir" --add-special-tokens)
+  reqs=$(mktemp)
+  python3 -c '
+import json, sys
+ids = json.loads(sys.argv[1])
+for c in range(3):
+    chunk = [128000] + ids[c * 32 + 1:(c + 1) * 32]
+    print(json.dumps({"prompt_ids": chunk, "prompt_logprobs": 0, "max_tokens": 1}))' "$ids" >"$reqs"
+  gen=$("$photon" generate --model dummy:tiny-llama3 --requests "$reqs" 2>/dev/null)
+  rm -f "$reqs"
+  if python3 - "$ppl" "$gen" "$ids" <<'PY'; then pass=$((pass + 1)); else echo "FAIL: perplexity against generate: $ppl"; failures=$((failures + 1)); fi
+import json, math, sys
+r = json.loads(sys.argv[1])
+lines = [json.loads(l) for l in sys.argv[2].splitlines()]
+nll = [-e["logprob"] for o in lines for e in o["prompt_logprobs"][17:]]
+assert len(lines) == 3 and len(nll) == 45, (len(lines), len(nll))
+assert r["chunks"] == 3 and r["tokens_scored"] == 45 and r["context_len"] == 32, r
+assert r["file_tokens"] == len(json.loads(sys.argv[3])), r
+mean = sum(nll) / len(nll)
+assert abs(r["mean_nll"] - mean) < 1e-4 * mean, (r["mean_nll"], mean)
+assert abs(r["perplexity"] - math.exp(r["mean_nll"])) < 1e-9 * r["perplexity"], r
+assert 0 < r["perplexity_stderr"] < r["perplexity"], r
+assert r["quantization"] == "none" and r["device"] == "cpu", r
+PY
+  check "perplexity text output" 0 "^perplexity [0-9.]+ \+/- [0-9.]+ \(15 tokens scored in 1 chunk of 32" -- \
+    "$photon" perplexity --model dummy:tiny-llama3 --tokenizer "$tok_dir" --file "$text" --context-len 32 --max-chunks 1
+  check "perplexity text too short" 1 "holds 2 tokens, fewer than one chunk of 512" -- bash -c \
+    "printf 'Hi' >/tmp/photon-ppl-short.txt && '$photon' perplexity --model dummy:tiny-llama3 --tokenizer '$tok_dir' --file /tmp/photon-ppl-short.txt"
 else
   echo "SKIP: tokenizer CLI checks (run scripts/fetch-tokenizers.sh)"
 fi
@@ -214,6 +248,11 @@ assert int8["load_s"] > 0
 assert bf16["kv_bytes_per_token"] == 1024 and int8["kv_bytes_per_token"] == 1024, (bf16, int8)
 PY
 check "chat without prompt" 2 "'--chat' needs '--prompt TEXT'" -- "$photon" generate --model dummy:tiny-qwen3 --chat --prompt-ids 1
+check "perplexity missing file flag" 2 "'--file' is required" -- "$photon" perplexity --model dummy:tiny-llama3
+check "perplexity missing file" 1 "cannot open text file '/nonexistent.txt'" -- "$photon" perplexity --model dummy:tiny-llama3 --file /nonexistent.txt
+check "perplexity bad context" 2 "'--context-len' needs an integer" -- "$photon" perplexity --model dummy:tiny-llama3 --file /dev/null --context-len 2
+check "perplexity context beyond max-model-len" 2 "'--context-len 64' needs '--max-model-len' of at least 65" -- "$photon" perplexity --model dummy:tiny-llama3 --file /dev/null --context-len 64 --max-model-len 64
+check "perplexity without tokenizer" 1 "perplexity needs a tokenizer" -- "$photon" perplexity --model dummy:tiny-llama3 --file /dev/null
 check "tokenize missing flag" 2 "'--tokenizer' is required" -- "$photon" tokenize
 check "tokenize missing file" 1 "no tokenizer.json" -- "$photon" tokenize --tokenizer /tmp
 

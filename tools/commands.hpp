@@ -10,6 +10,7 @@ int run_tokenize(int argc, char** argv);
 int run_detokenize(int argc, char** argv);
 int run_template(int argc, char** argv);
 int run_quantize(int argc, char** argv);
+int run_perplexity(int argc, char** argv);
 /// photon serve; also photon_web_server's main with `first` = 1 (its flags start at argv[1]) and its own name.
 int run_serve(int argc, char** argv);
 /// photon bench serve (argv[2] == "serve"): the serving benchmark over HTTP.

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
     {"detokenize", "token ids (JSON Lines of arrays) to text", photon::cli::run_detokenize},
     {"template", "render a chat request with the model's chat template", photon::cli::run_template},
     {"quantize", "write an int8 (compressed-tensors) copy of a float checkpoint", photon::cli::run_quantize},
+    {"perplexity", "perplexity over a text file (llama.cpp's method), e.g. int8 against bf16 weights",
+     photon::cli::run_perplexity},
 #if defined(PHOTON_WITH_SERVER)
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", photon::cli::run_serve},
 #endif
