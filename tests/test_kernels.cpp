@@ -402,6 +402,39 @@ TEST_CASE("paged attention matches dense causal GQA attention on every path") {
   cpu::set_isa_cap(std::nullopt);
 }
 
+TEST_CASE("log_sum_exp matches a double reference on every path, with masked, NaN and infinite logits") {
+  const auto isa = GENERATE(from_range(available_isas()));
+  cpu::set_isa_cap(isa);
+  INFO("path=" << cpu::isa_name(isa));
+  std::mt19937 rng(31);
+  const auto reference = [](const std::vector<float>& x) {
+    const double m = *std::max_element(x.begin(), x.end());
+    double sum = 0.0;
+    for (float v : x) sum += std::exp(static_cast<double>(v) - m);
+    return m + std::log(sum);
+  };
+  // Vocabulary sizes around the 128-term blocks and the vector widths, and Llama 3's; logits spread as a model's.
+  for (const int64_t n : {1, 7, 127, 128, 129, 1000, 128256}) {
+    std::vector<float> x = random_floats(static_cast<size_t>(n), rng, -8.0f, 8.0f);
+    INFO("n=" << n);
+    const double want = reference(x);
+    CHECK(std::abs(cpu::log_sum_exp(x) - want) <= 1e-6 * std::max(1.0, std::abs(want)));
+    // Masked logits (-inf) add nothing; far-below ones (e^-100 against the maximum) next to nothing.
+    if (n > 1) {
+      for (int64_t i = 1; i < n; i += 3) x[static_cast<size_t>(i)] = -INFINITY;
+      x[0] = -100.0f + *std::max_element(x.begin() + 1, x.end());
+      const double masked = reference(x);
+      CHECK(std::abs(cpu::log_sum_exp(x) - masked) <= 1e-6 * std::max(1.0, std::abs(masked)));
+    }
+  }
+  CHECK(std::isnan(cpu::log_sum_exp(std::vector<float>{1.0f, NAN, 2.0f})));
+  CHECK(std::isnan(cpu::log_sum_exp(std::vector<float>{NAN, 1.0f})));
+  CHECK(std::isnan(cpu::log_sum_exp(std::vector<float>{1.0f, INFINITY})));
+  CHECK(std::isnan(cpu::log_sum_exp(std::vector<float>{-INFINITY, -INFINITY})));
+  CHECK(std::abs(cpu::log_sum_exp(std::vector<float>{0.0f, 0.0f}) - std::log(2.0)) < 1e-7);
+  cpu::set_isa_cap(std::nullopt);
+}
+
 TEST_CASE("cache_write skips negative slots") {
   std::vector<float> cache(2 * 2 * 1 * 2 * 2, -7.0f);
   const int32_t slots[] = {3, -1};

@@ -72,6 +72,10 @@ void paged_attention(const float* q, int64_t heads, const PagedKv& kv, float sca
 /// top one's (transformers' order of logits warpers). The same selection as the GPU's sample kernel. `ids` is
 /// scratch (resized to the vocabulary).
 int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids);
+/// log(sum_i e^logits[i]), the log-softmax's normaliser, in double: e^(logit - max) to within 2 ulp of float (a loop
+/// that vectorises), summed in double, so a log-probability from it is as exact as its f32 result can hold. NaN when
+/// a logit is NaN or +inf, or every one is -inf (as the direct formula gives). Empty logits are not allowed.
+double log_sum_exp(std::span<const float> logits);
 /// A request's penalties on its row of logits, in place, over its penalty tokens (SampleRequest): the repetition
 /// penalty on every token, then presence + frequency * count subtracted for the tokens its output holds; each
 /// product and sum rounded to f32 on its own (no fused multiply-add), as the GPU kernel does.

@@ -35,10 +35,7 @@ int32_t argmax(std::span<const float> logits) {
 }
 
 TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) {
-  const double max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  const double lse = max_logit + std::log(sum);
+  const double lse = cpu::log_sum_exp(logits);
   TokenLogprob out;
   out.token = token;
   out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - lse);

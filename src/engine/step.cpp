@@ -204,13 +204,22 @@ std::vector<int32_t> Engine::Impl::read_rows_on_host(const LaunchedStep& step, s
       events[i].prompt_logprobs_begin = r.next_prompt_logprob;
       const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
       const float* chunk = host_rows(s.logits_begin, s.num_logits);
-      for (int32_t j = 0; j < s.num_logits; ++j) {
-        const int32_t target = chunk_begin + j + 1;
-        if (target < r.next_prompt_logprob || target >= r.num_prompt_tokens) continue;
-        events[i].prompt_logprobs.push_back(token_logprob({chunk + static_cast<size_t>(j) * vocab, vocab},
-                                                          r.tokens[static_cast<size_t>(target)],
-                                                          *r.params.prompt_logprobs));
-        r.next_prompt_logprob = target + 1;
+      // Rows [j0, j1) predict the prompt tokens not reported yet (targets chunk_begin + j + 1).
+      const int32_t j0 = std::max(0, r.next_prompt_logprob - chunk_begin - 1);
+      const int32_t j1 = std::min(s.num_logits, r.num_prompt_tokens - chunk_begin - 1);
+      if (j1 > j0) {
+        std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
+        const size_t base = out.size();
+        out.resize(base + static_cast<size_t>(j1 - j0));
+        // Each row is a log-softmax over the vocabulary: spread over the host's cores (a GPU step of 512 prompt
+        // tokens would otherwise wait on one core for every row's).
+#pragma omp parallel for schedule(static) if (j1 - j0 > 1)
+        for (int32_t j = j0; j < j1; ++j) {
+          out[base + static_cast<size_t>(j - j0)] = token_logprob(
+              {chunk + static_cast<size_t>(j) * vocab, vocab},
+              r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1], *r.params.prompt_logprobs);
+        }
+        r.next_prompt_logprob = chunk_begin + j1 + 1;
       }
     }
     if (!s.sample || samples_on_device(r.params)) continue;  // device samples: only their ids come back
