@@ -1,5 +1,5 @@
-// Penalties and token selection over one row of logits on the host: the CPU backend's sampler, the engine's host
-// path and the reference the GPU's kernels are tested against.
+// Penalties, token selection and the log-softmax normaliser over one row of logits on the host: the CPU backend's
+// sampler, the engine's host path (logprobs) and the reference the GPU's kernels are tested against.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
