@@ -128,4 +128,25 @@ Result<std::vector<int32_t>> Args::get_int_list(const std::string& name) const {
   return out;
 }
 
+int run_command(Args& args, int argc, char** argv, int first, const char* program,
+                const std::function<Status()>& read_options, const std::function<Status()>& run) {
+  if (Status s = args.parse(argc, argv, first); !s) {
+    fmt::print(stderr, "{}: error: {}\n", program, s.message());
+    return 2;
+  }
+  if (args.help_requested()) {
+    fmt::print("{}", args.help_text());
+    return 0;
+  }
+  if (Status s = read_options(); !s) {
+    fmt::print(stderr, "{}: error: {}\n", program, s.message());
+    return 2;
+  }
+  if (Status s = run(); !s) {
+    fmt::print(stderr, "{}: error: {}\n", program, s.message());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace photon::cli

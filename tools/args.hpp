@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,5 +49,11 @@ class Args {
   std::map<std::string, std::string> values_;
   bool help_ = false;
 };
+
+/// The body of a subcommand's main: parses argv[first..argc) into `args`, prints the help for --help (exit 0), then
+/// runs `read_options` (its errors are usage errors: exit 2) and `run` (runtime errors: exit 1). Errors go to stderr
+/// as "PROGRAM: error: MESSAGE", e.g. "photon generate: error: ...". Returns the process exit code.
+int run_command(Args& args, int argc, char** argv, int first, const char* program,
+                const std::function<Status()>& read_options, const std::function<Status()>& run);
 
 }  // namespace photon::cli

@@ -196,24 +196,10 @@ int run_bench(int argc, char** argv) {
   if (argc > 2 && std::string_view(argv[2]) == "serve") return run_bench_serve(argc, argv);
 #endif
   Args args = make_args();
-  if (Status s = args.parse(argc, argv, 2); !s) {
-    fmt::print(stderr, "photon bench: error: {}\n", s.message());
-    return 2;
-  }
-  if (args.help_requested()) {
-    fmt::print("{}", args.help_text());
-    return 0;
-  }
   Options options;
-  if (Status s = read_options(args, options); !s) {
-    fmt::print(stderr, "photon bench: error: {}\n", s.message());
-    return 2;
-  }
-  if (Status s = run(std::move(options)); !s) {
-    fmt::print(stderr, "photon bench: error: {}\n", s.message());
-    return 1;
-  }
-  return 0;
+  return run_command(
+      args, argc, argv, 2, "photon bench", [&] { return read_options(args, options); },
+      [&] { return run(std::move(options)); });
 }
 
 }  // namespace photon::cli

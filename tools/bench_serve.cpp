@@ -310,24 +310,9 @@ Status run(const Options& o) {
 
 int run_bench_serve(int argc, char** argv) {
   Args args = make_args();
-  if (Status s = args.parse(argc, argv, 3); !s) {
-    fmt::print(stderr, "photon bench serve: error: {}\n", s.message());
-    return 2;
-  }
-  if (args.help_requested()) {
-    fmt::print("{}", args.help_text());
-    return 0;
-  }
   Options o;
-  if (Status s = read_options(args, o); !s) {
-    fmt::print(stderr, "photon bench serve: error: {}\n", s.message());
-    return 2;
-  }
-  if (Status s = run(o); !s) {
-    fmt::print(stderr, "photon bench serve: error: {}\n", s.message());
-    return 1;
-  }
-  return 0;
+  return run_command(
+      args, argc, argv, 3, "photon bench serve", [&] { return read_options(args, o); }, [&] { return run(o); });
 }
 
 }  // namespace photon::cli

@@ -375,25 +375,11 @@ Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
 
 int run_generate(int argc, char** argv) {
   Args args = make_args();
-  if (Status s = args.parse(argc, argv, 2); !s) {
-    fmt::print(stderr, "photon generate: error: {}\n", s.message());
-    return 2;
-  }
-  if (args.help_requested()) {
-    fmt::print("{}", args.help_text());
-    return 0;
-  }
   EngineConfig config;
   std::vector<Job> jobs;
-  if (Status s = read_options(args, config, jobs); !s) {
-    fmt::print(stderr, "photon generate: error: {}\n", s.message());
-    return 2;
-  }
-  if (Status s = run(args, std::move(config), jobs); !s) {
-    fmt::print(stderr, "photon generate: error: {}\n", s.message());
-    return 1;
-  }
-  return 0;
+  return run_command(
+      args, argc, argv, 2, "photon generate", [&] { return read_options(args, config, jobs); },
+      [&] { return run(args, std::move(config), jobs); });
 }
 
 }  // namespace photon::cli

@@ -198,25 +198,11 @@ Status run(const Args& a, EngineConfig config, const Options& o) {
 
 int run_perplexity(int argc, char** argv) {
   Args args = make_args();
-  if (Status s = args.parse(argc, argv, 2); !s) {
-    fmt::print(stderr, "photon perplexity: error: {}\n", s.message());
-    return 2;
-  }
-  if (args.help_requested()) {
-    fmt::print("{}", args.help_text());
-    return 0;
-  }
   EngineConfig config;
   Options options;
-  if (Status s = read_options(args, config, options); !s) {
-    fmt::print(stderr, "photon perplexity: error: {}\n", s.message());
-    return 2;
-  }
-  if (Status s = run(args, std::move(config), options); !s) {
-    fmt::print(stderr, "photon perplexity: error: {}\n", s.message());
-    return 1;
-  }
-  return 0;
+  return run_command(
+      args, argc, argv, 2, "photon perplexity", [&] { return read_options(args, config, options); },
+      [&] { return run(args, std::move(config), options); });
 }
 
 }  // namespace photon::cli
