@@ -69,16 +69,8 @@ Status read_options(const Args& a, Options& o) {
 Status run(Options o) {
   // Ranks other than 0 of a multi-process group serve rank 0, which runs the benchmark and prints it.
   if (o.config.rank > 0) return run_tensor_parallel_worker(o.config);
-  std::unique_ptr<Engine> engine;
-  const auto load_start = std::chrono::steady_clock::now();
-  {
-    ProgressBar bar("loading");
-    o.config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
-    auto created = Engine::create(o.config);
-    if (!created) return created.status();
-    engine = std::move(*created);
-  }
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  double load_s = 0.0;
+  PHOTON_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(o.config, load_s));
   const ModelInfo& info = engine->model_info();
   std::mt19937_64 rng(o.config.seed + 12345);
   auto random_prompt = [&](int64_t n) {

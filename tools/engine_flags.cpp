@@ -2,10 +2,13 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cstdlib>
 
 #include <fmt/format.h>
 #include <photon/log.hpp>
+
+#include "progress.hpp"
 
 namespace photon::cli {
 namespace {
@@ -194,6 +197,16 @@ Status read_engine_config(const Args& a, const EngineFlagDefaults& d, EngineConf
   }
   set_log_level(level);
   return Status::ok();
+}
+
+Result<std::unique_ptr<Engine>> load_engine(EngineConfig config, double& load_s) {
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar("loading");
+  config.load_progress = [&](uint64_t done, uint64_t total) { bar.update(done, total); };
+  auto engine = Engine::create(config);
+  bar.finish();
+  load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return engine;
 }
 
 }  // namespace photon::cli

@@ -28,4 +28,8 @@ void add_engine_flags(Args& a, const EngineFlagDefaults& defaults);
 /// ones given to add_engine_flags: the size limits not given on the command line come from them, by device.
 Status read_engine_config(const Args& a, const EngineFlagDefaults& defaults, EngineConfig& config);
 
+/// Engine::create(config) with a "loading" progress bar on a terminal (config.load_progress is replaced); `load_s` gets
+/// the seconds it took.
+Result<std::unique_ptr<Engine>> load_engine(EngineConfig config, double& load_s);
+
 }  // namespace photon::cli

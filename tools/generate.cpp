@@ -17,7 +17,6 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "engine_flags.hpp"
-#include "progress.hpp"
 #include "sampling_flags.hpp"
 
 namespace photon::cli {
@@ -265,16 +264,8 @@ Status read_options(const Args& a, EngineConfig& config, std::vector<Job>& jobs)
 Status run(const Args& a, EngineConfig config, const std::vector<Job>& jobs) {
   // Ranks other than 0 of a multi-process group serve rank 0, which runs the requests and prints them.
   if (config.rank > 0) return run_tensor_parallel_worker(config);
-  const auto t_start = Clock::now();
-  std::unique_ptr<Engine> engine;
-  {
-    ProgressBar bar("loading");
-    config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
-    auto created = Engine::create(config);
-    if (!created) return created.status();
-    engine = std::move(*created);
-  }
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  double load_s = 0.0;
+  PHOTON_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(config, load_s));
 
   // Submit everything up front; a rejected request reports its error in its own output line.
   std::vector<Outcome> outcomes(jobs.size());

@@ -91,16 +91,8 @@ struct Sums {
 Status run(const Args& a, EngineConfig config, const Options& o) {
   if (config.rank > 0) return run_tensor_parallel_worker(config);
   PHOTON_ASSIGN_OR_RETURN(std::string text, read_text(o.file));
-  const auto t_start = Clock::now();
-  std::unique_ptr<Engine> engine;
-  {
-    ProgressBar bar("loading");
-    config.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
-    auto created = Engine::create(config);
-    if (!created) return created.status();
-    engine = std::move(*created);
-  }
-  const double load_s = std::chrono::duration<double>(Clock::now() - t_start).count();
+  double load_s = 0.0;
+  PHOTON_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, load_engine(config, load_s));
   const Tokenizer* tokenizer = engine->tokenizer();
   if (tokenizer == nullptr) {
     return bad("perplexity needs a tokenizer: give --tokenizer DIR, or a model folder that holds tokenizer.json");

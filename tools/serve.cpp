@@ -70,25 +70,8 @@ Status read_options(const Args& a, server::ServerConfig& s, EngineConfig& e, dou
   return Status::ok();
 }
 
-}  // namespace
-
-int run_serve(int argc, char** argv, int first, const char* program) {
-  Args args = make_args(program);
-  if (Status s = args.parse(argc, argv, first); !s) {
-    fmt::print(stderr, "{}: error: {}\n", program, s.message());
-    return 2;
-  }
-  if (args.help_requested()) {
-    fmt::print("{}", args.help_text());
-    return 0;
-  }
-  server::ServerConfig sc;
-  EngineConfig ec;
-  double grace = 10.0;
-  if (Status s = read_options(args, sc, ec, grace); !s) {
-    fmt::print(stderr, "{}: error: {}\n", program, s.message());
-    return 2;
-  }
+// Listens, loads the model, serves until SIGINT or SIGTERM, then drains for up to `grace` seconds.
+Status serve(const char* program, const server::ServerConfig& sc, EngineConfig ec, double grace) {
   // SIGINT and SIGTERM are taken by sigwait below: block them before any thread starts, so every thread inherits it.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -96,13 +79,9 @@ int run_serve(int argc, char** argv, int first, const char* program) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto server = server::Server::create(sc);
-  if (!server) {
-    fmt::print(stderr, "{}: error: {}\n", program, server.status().message());
-    return 1;
-  }
+  PHOTON_ASSIGN_OR_RETURN(std::unique_ptr<server::Server> server, server::Server::create(sc));
   fmt::print(stderr, "{}: listening on http://{}:{} (GET /health is 503 until the model is loaded)\n", program, sc.host,
-             (*server)->port());
+             server->port());
   // One thread takes the signals: while the model loads the first one ends the process at once (nothing is served
   // yet); afterwards it hands the signal to this thread, which drains.
   std::atomic<bool> loaded{false};
@@ -118,15 +97,9 @@ int run_serve(int argc, char** argv, int first, const char* program) {
   ec.load_progress = [&](uint64_t d, uint64_t t) { bar.update(d, t); };
   auto engine = Engine::create(ec);
   bar.finish();
-  if (!engine) {
-    fmt::print(stderr, "{}: error: {}\n", program, engine.status().message());
-    return 1;
-  }
+  if (!engine) return engine.status();
   const ModelInfo info = (*engine)->model_info();
-  if (Status s = (*server)->set_engine(std::move(*engine)); !s) {
-    fmt::print(stderr, "{}: error: {}\n", program, s.message());
-    return 1;
-  }
+  PHOTON_RETURN_IF_ERROR(server->set_engine(std::move(*engine)));
   fmt::print(stderr, "{}: serving '{}' ({}, max_model_len {}) on {}; stop with Ctrl-C\n", program, sc.served_model_name,
              info.architecture, info.max_model_len, info.device_description);
   std::fflush(stderr);
@@ -135,8 +108,20 @@ int run_serve(int argc, char** argv, int first, const char* program) {
   const int sig = stop.get();
   fmt::print(stderr, "{}: {} received: finishing requests in flight (up to {} s)\n", program,
              sig == SIGINT ? "SIGINT" : "SIGTERM", grace);
-  (*server)->shutdown(grace);
-  return 0;
+  server->shutdown(grace);
+  return Status::ok();
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv, int first, const char* program) {
+  Args args = make_args(program);
+  server::ServerConfig sc;
+  EngineConfig ec;
+  double grace = 10.0;
+  return run_command(
+      args, argc, argv, first, program, [&] { return read_options(args, sc, ec, grace); },
+      [&] { return serve(program, sc, std::move(ec), grace); });
 }
 
 int run_serve(int argc, char** argv) { return run_serve(argc, argv, 2, "photon serve"); }
