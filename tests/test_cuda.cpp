@@ -931,6 +931,55 @@ TEST_CASE("CUDA greedy selection takes the lowest id among ties, over large voca
   }
 }
 
+TEST_CASE("CUDA token logprobs and their top tokens are the host's", "[cuda]") {
+  REQUIRE_GPU(b);
+  std::mt19937 rng(5);
+  for (const int vocab : {128256, 5003, 7}) {
+    const int rows = 6;
+    auto logits = random_vec(static_cast<size_t>(rows) * vocab, rng, 3.0f);
+    // Row 1 in steps of 0.5 (ties cut inside runs of equal logits); row 2 with -inf entries and a tied maximum;
+    // row 3 one logit far above the rest; row 4 all -inf but one.
+    for (int i = 0; i < vocab; ++i) {
+      float* row = logits.data() + static_cast<size_t>(vocab);
+      row[i] = std::round(row[i] * 2) / 2;
+      logits[2 * static_cast<size_t>(vocab) + static_cast<size_t>(i)] =
+          i % 3 == 0 ? -INFINITY : logits[2 * static_cast<size_t>(vocab) + static_cast<size_t>(i)];
+      logits[4 * static_cast<size_t>(vocab) + static_cast<size_t>(i)] = i == vocab / 2 ? 0.5f : -INFINITY;
+    }
+    logits[2 * static_cast<size_t>(vocab) + 1] = logits[2 * static_cast<size_t>(vocab) + 2] = 9.0f;
+    logits[3 * static_cast<size_t>(vocab) + 5] = 80.0f;
+    Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+    std::vector<LogprobQuery> queries;
+    for (int i = 0; i < 40; ++i) {  // rows out of order and repeated; targets likely, unlikely and -inf
+      queries.push_back({(i * 5) % rows, static_cast<int32_t>(rng() % static_cast<unsigned>(vocab))});
+    }
+    queries.push_back({2, 0});  // a -inf logit: -inf logprob
+    queries.push_back({4, vocab / 2});
+    for (const int k : {0, 1, 5, kMaxTopLogprobs}) {
+      INFO("vocab " << vocab << ", top " << k);
+      std::vector<TokenLogprob> got(queries.size());
+      REQUIRE(b.gpu->token_logprobs(g, queries, k, got).is_ok());
+      for (size_t i = 0; i < queries.size(); ++i) {
+        const LogprobQuery& q = queries[i];
+        INFO("query " << i << ": row " << q.row << ", token " << q.token);
+        const TokenLogprob want = cpu::token_logprob(
+            {logits.data() + static_cast<size_t>(q.row) * vocab, static_cast<size_t>(vocab)}, q.token, k);
+        // The normaliser's sums run in another order: 1e-5 relative; -inf stays -inf.
+        auto close = [](float x, float y) {
+          return std::isinf(y) ? x == y : std::abs(x - y) <= 1e-5f * std::max(1.0f, std::abs(y));
+        };
+        CHECK(got[i].token == q.token);
+        CHECK(close(got[i].logprob, want.logprob));
+        REQUIRE(got[i].top.size() == want.top.size());
+        for (size_t j = 0; j < want.top.size(); ++j) {
+          CHECK(got[i].top[j].first == want.top[j].first);
+          CHECK(close(got[i].top[j].second, want.top[j].second));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("the CUDA engine tracks transformers' float32 logprobs on the parity checkpoints", "[cuda]") {
   if (cuda::device_count() == 0) SKIP("no CUDA GPU visible: CUDA tests skipped");
   for (const char* name :

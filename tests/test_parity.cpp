@@ -9,6 +9,7 @@
 
 #include "core/mapped_file.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "cpu/kernels.hpp"
 #include "engine/sampler.hpp"
 #include "models/decoder.hpp"
 #include "models/model_loader.hpp"
@@ -31,7 +32,7 @@ std::vector<fs::path> parity_dirs() {
 }
 
 void check_logprob(const std::vector<float>& logits, const json& ref, int k) {
-  const auto lp = token_logprob(logits, ref.at("token").get<int32_t>(), k);
+  const auto lp = cpu::token_logprob(logits, ref.at("token").get<int32_t>(), k);
   CHECK(std::abs(lp.logprob - ref.at("logprob").get<double>()) <= kLogprobTolerance);
   const auto& top = ref.at("top");
   REQUIRE(lp.top.size() == top.size());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "cpu/kernels.hpp"
 #include "engine/sampler.hpp"
 
 using namespace photon;
@@ -45,7 +46,7 @@ const std::vector<double> kProbs = {0.05, 0.5, 0.15, 0.3};  // order: 1 > 3 > 2 
 
 TEST_CASE("token logprobs and their top-k, ties to the lower id") {
   const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
-  const auto lp = token_logprob(logits, 0, 3);
+  const auto lp = cpu::token_logprob(logits, 0, 3);
   double lse = 0;
   for (float l : logits) lse += std::exp(static_cast<double>(l));
   lse = std::log(lse);
@@ -54,8 +55,8 @@ TEST_CASE("token logprobs and their top-k, ties to the lower id") {
   CHECK(lp.top[0].first == 1);
   CHECK(lp.top[1].first == 2);
   CHECK(lp.top[2].first == 0);
-  CHECK(token_logprob(logits, 3, 0).top.empty());
-  CHECK(token_logprob(logits, 3, 10).top.size() == 4);
+  CHECK(cpu::token_logprob(logits, 3, 0).top.empty());
+  CHECK(cpu::token_logprob(logits, 3, 10).top.size() == 4);
   CHECK(argmax(logits) == 1);
 }
 

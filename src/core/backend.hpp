@@ -14,6 +14,8 @@
 #include <span>
 #include <string>
 
+#include <photon/sampling.hpp>
+
 #include "core/dummy_weights.hpp"
 #include "core/paged_kv.hpp"
 #include "core/sample_request.hpp"
@@ -225,6 +227,13 @@ class Backend {
                         std::span<const PenaltyToken> penalty_tokens, Tensor& ids, int32_t* host_ids) = 0;
   /// Waits until the ids of the last sample() call are in its host_ids; returns any error of the enqueued work.
   virtual Status wait_samples() = 0;
+  /// For each query, into out[i] (out.size() == queries.size()): the log-softmax of f32 logits [rows, vocab] at row
+  /// queries[i].row for token queries[i].token, and that row's `top_k` (0 to kMaxTopLogprobs) most likely tokens with
+  /// theirs, best first, ties by the lower id — cpu::token_logprob's values (a GPU sums the normaliser in another
+  /// order: within 1e-5 relative of the host's). Only these values cross to the host, never the rows. Enqueued after
+  /// the operations before it; returns once `out` is filled. Errors: the device's (this call's work or earlier work's).
+  virtual Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
+                                std::span<TokenLogprob> out) = 0;
 };
 
 }  // namespace photon

@@ -32,4 +32,13 @@ struct PenaltyToken {
   int32_t output_count = 0;
 };
 
+/// The most top tokens a logprob query returns with its own (Backend::token_logprobs; the API's limit, as vLLM's).
+constexpr int kMaxTopLogprobs = 20;
+
+/// A token whose log-probability is wanted (Backend::token_logprobs): row `row` of the logits predicts it.
+struct LogprobQuery {
+  int32_t row = 0;
+  int32_t token = 0;
+};
+
 }  // namespace photon

@@ -162,6 +162,20 @@ class CpuBackend final : public Backend {
 
   Status wait_samples() override { return Status::ok(); }  // sample() ran to completion
 
+  Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
+                        std::span<TokenLogprob> out) override {
+    const auto vocab = static_cast<size_t>(logits.size(1));
+    const auto n = static_cast<int64_t>(queries.size());
+    // Each is a log-softmax over the vocabulary: a prompt chunk's rows are spread over the cores.
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+      const LogprobQuery& q = queries[static_cast<size_t>(i)];
+      out[static_cast<size_t>(i)] =
+          cpu::token_logprob({logits.data<float>() + static_cast<size_t>(q.row) * vocab, vocab}, q.token, top_k);
+    }
+    return Status::ok();
+  }
+
  private:
   Allocator& allocator_;
   std::vector<int32_t> sample_ids_;  // sampling scratch

@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include <photon/sampling.hpp>
+
 #include "core/backend.hpp"
 #include "core/dtype.hpp"
 #include "core/dummy_weights.hpp"
@@ -76,6 +78,9 @@ int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::v
 /// that vectorises), summed in double, so a log-probability from it is as exact as its f32 result can hold. NaN when
 /// a logit is NaN or +inf, or every one is -inf (as the direct formula gives). Empty logits are not allowed.
 double log_sum_exp(std::span<const float> logits);
+/// log_softmax(logits)[token] (logit - log_sum_exp) and the top `k` (k may be 0; at most the vocabulary) tokens with
+/// theirs, best first, ties by the lower id.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k);
 /// A request's penalties on its row of logits, in place, over its penalty tokens (SampleRequest): the repetition
 /// penalty on every token, then presence + frequency * count subtracted for the tokens its output holds; each
 /// product and sum rounded to f32 on its own (no fused multiply-add), as the GPU kernel does.

@@ -1,5 +1,6 @@
-// Penalties, token selection and the log-softmax normaliser over one row of logits on the host: the CPU backend's
-// sampler, the engine's host path (logprobs) and the reference the GPU's kernels are tested against.
+// Penalties, token selection and log-probabilities over one row of logits on the host: the CPU backend's sampler
+// and logprobs, the engine's host path (the logprobs of tokens sampled on the host) and the reference the GPU's
+// kernels are tested against.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -62,6 +63,30 @@ double log_sum_exp(std::span<const float> logits) {
                      : isa == Isa::kAvx2 ? sum_exp_avx2(x, n, max_logit)
                                          : sum_exp(x, n, max_logit);
   return static_cast<double>(max_logit) + std::log(sum);
+}
+
+TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) {
+  const double lse = log_sum_exp(logits);
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - lse);
+  k = std::min<int>(k, static_cast<int>(logits.size()));
+  if (k > 0) {
+    // One pass keeping the k best in a small sorted buffer: O(V k) worst case, O(V) typically.
+    std::vector<int32_t> best;
+    best.reserve(static_cast<size_t>(k) + 1);
+    auto better = [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+             (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+    };
+    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+      if (static_cast<int>(best.size()) == k && !better(i, best.back())) continue;
+      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+      if (static_cast<int>(best.size()) > k) best.pop_back();
+    }
+    for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - lse));
+  }
+  return out;
 }
 
 int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,8 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
+    allocator_.deallocate(logprob_queries_.device, logprob_queries_.capacity);
+    allocator_.deallocate(logprob_answers_.device, logprob_answers_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -323,25 +326,59 @@ class CudaBackend final : public Backend {
     return take_error();
   }
 
+  Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
+                        std::span<TokenLogprob> out) override {
+    const size_t n = queries.size();
+    if (n == 0) return Status::ok();
+    const auto words = static_cast<size_t>(1 + 2 * top_k);
+    PHOTON_ASSIGN_OR_RETURN(const void* args, upload(logprob_queries_, queries.data(), n * sizeof(LogprobQuery)));
+    PHOTON_RETURN_IF_ERROR(grow(logprob_answers_, n * words * sizeof(uint32_t)));
+    auto* answers = static_cast<uint32_t*>(logprob_answers_.device);
+    cuda::token_logprobs(logits.data<float>(), to_int(logits.size(1)), static_cast<const LogprobQuery*>(args),
+                         static_cast<int>(n), top_k, answers, stream_);
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprob_answers_.host.get(), answers, n * words * sizeof(uint32_t),
+                                                cudaMemcpyDeviceToHost, stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    PHOTON_RETURN_IF_ERROR(take_error());
+    const auto* host = static_cast<const uint32_t*>(logprob_answers_.host.get());
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t* a = host + i * words;
+      TokenLogprob& t = out[i];
+      t.token = queries[i].token;
+      t.logprob = std::bit_cast<float>(a[0]);
+      t.top.clear();
+      for (int j = 0; j < top_k; ++j) {
+        const auto id = static_cast<int32_t>(a[1 + 2 * j]);
+        if (id >= 0) t.top.emplace_back(id, std::bit_cast<float>(a[2 + 2 * j]));
+      }
+    }
+    return Status::ok();
+  }
+
  private:
-  // A device buffer filled from a page-locked mirror (so the copy never waits for the work ahead of it on the
-  // stream); both grow to twice the largest request so far, rarely.
+  // A device buffer with a page-locked mirror on the host, so that copies between them are asynchronous DMA (an
+  // upload never waits for the work ahead of it on the stream); both grow to twice the largest request so far, rarely.
   struct UploadBuffer {
     void* device = nullptr;
     std::shared_ptr<void> host;
     size_t capacity = 0;  // bytes
   };
 
+  // Makes `b` hold at least `bytes` (twice that when it grows); its contents are lost when it grows.
+  Status grow(UploadBuffer& b, size_t bytes) {
+    if (bytes <= b.capacity) return Status::ok();
+    allocator_.deallocate(b.device, b.capacity);
+    b = UploadBuffer{};
+    PHOTON_ASSIGN_OR_RETURN(b.device, allocator_.allocate(bytes * 2));
+    PHOTON_ASSIGN_OR_RETURN(b.host, allocate_host(bytes * 2));
+    b.capacity = bytes * 2;
+    return Status::ok();
+  }
+
   // Copies `bytes` from `src` into `b` on the stream (growing it first when needed); returns the device copy. The
   // previous upload through `b` must have run.
   Result<const void*> upload(UploadBuffer& b, const void* src, size_t bytes) {
-    if (bytes > b.capacity) {
-      allocator_.deallocate(b.device, b.capacity);
-      b = UploadBuffer{};
-      PHOTON_ASSIGN_OR_RETURN(b.device, allocator_.allocate(bytes * 2));
-      PHOTON_ASSIGN_OR_RETURN(b.host, allocate_host(bytes * 2));
-      b.capacity = bytes * 2;
-    }
+    PHOTON_RETURN_IF_ERROR(grow(b, bytes));
     std::memcpy(b.host.get(), src, bytes);
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.device, b.host.get(), bytes, cudaMemcpyHostToDevice, stream_));
     return static_cast<const void*>(b.device);
@@ -443,6 +480,8 @@ class CudaBackend final : public Backend {
   cuda::W8a16Choices w8a16_choices_;  // the int8 GEMM path for each weight shape and row count (prepare_weight)
   std::vector<cudaGraphExec_t> graphs_;
   UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
+  UploadBuffer logprob_queries_;               // token_logprobs(): the queries
+  UploadBuffer logprob_answers_;               // and their answers, copied back through the host mirror
   cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
   Status error_;
 #ifdef PHOTON_KERNEL_TRACE

@@ -146,6 +146,12 @@ void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const in
 /// device.
 void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, int32_t* out_ids,
                  cudaStream_t s);
+/// For each of the n queries (device memory), the log-softmax of its row of logits [rows, vocab] at its token and its
+/// row's top_k (0 to kMaxTopLogprobs) most likely tokens, best first, ties by the lower id — cpu::token_logprob's
+/// values up to the order of the sum. out [n, 1 + 2 * top_k] 32-bit words: the logprob (f32), then top_k pairs of
+/// id (i32; -1 past the vocabulary) and logprob (f32).
+void token_logprobs(const float* logits, int vocab, const LogprobQuery* queries, int n, int top_k, uint32_t* out,
+                    cudaStream_t s);
 /// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
 /// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
 /// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.

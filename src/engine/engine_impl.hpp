@@ -66,7 +66,8 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::optional<LaunchedStep> inflight;                   // launched, not yet completed
   int next_host_ids = 0;
   SamplerScratch scratch;
-  std::vector<float> host_logits_buffer;
+  std::vector<float> host_logits_buffer;      // rows of host-sampled requests, copied from a GPU
+  std::vector<LogprobQuery> logprob_queries;  // one request's prompt logprobs of a step
   std::vector<SampleRequest> device_samples;
   std::vector<PenaltyToken> penalty_tokens;
   int64_t num_steps = 0;
@@ -113,9 +114,10 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   bool may_launch_ahead(const LaunchedStep& step) const;
   /// Waits for the step's ids, reads what the host needs, commits them to the scheduler and emits the events.
   Status complete(LaunchedStep& step);
-  /// The host's part of a step: prompt logprobs, and the sampling (with logprobs) of requests that sample on the
-  /// host. Returns the ids sampled here (-1 elsewhere).
-  std::vector<int32_t> read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events);
+  /// The host's part of a step: prompt logprobs (computed by the backend), and the sampling (with logprobs) of
+  /// requests that sample on the host. Writes the ids sampled here into `sampled` (-1 elsewhere); errors: the
+  /// backend's.
+  Status read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events, std::vector<int32_t>& sampled);
   /// Finishes every request of `out` with `status` (the engine stays usable) and returns it.
   Status fail(const SchedulerOutput& out, const Status& status);
   /// Every step() ends here: deletes the finished requests, refreshes the stats, returns `status`.

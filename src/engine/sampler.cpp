@@ -34,30 +34,6 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) {
-  const double lse = cpu::log_sum_exp(logits);
-  TokenLogprob out;
-  out.token = token;
-  out.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - lse);
-  k = std::min<int>(k, static_cast<int>(logits.size()));
-  if (k > 0) {
-    // One pass keeping the k best in a small sorted buffer: O(V k) worst case, O(V) typically.
-    std::vector<int32_t> best;
-    best.reserve(static_cast<size_t>(k) + 1);
-    auto better = [&](int32_t a, int32_t b) {
-      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-             (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
-    };
-    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
-      if (static_cast<int>(best.size()) == k && !better(i, best.back())) continue;
-      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
-      if (static_cast<int>(best.size()) > k) best.pop_back();
-    }
-    for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - lse));
-  }
-  return out;
-}
-
 int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& s) {
   const SampleRequest r = sample_request(p, seed, index);

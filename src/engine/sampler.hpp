@@ -1,4 +1,4 @@
-// Host-side token selection and log-probabilities over one row of logits.
+// Host-side token selection over one row of logits, with the request's penalties.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,6 @@
 #include "core/backend.hpp"
 
 namespace photon {
-
-/// log_softmax(logits)[token] and the top `k` entries (k may be 0), computed in double precision.
-TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k);
 
 /// The id with the largest logit (the lowest such id on ties).
 int32_t argmax(std::span<const float> logits);

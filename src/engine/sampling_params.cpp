@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <photon/sampling.hpp>
 
+#include "core/sample_request.hpp"
+
 namespace photon {
 
 Status SamplingParams::validate(int64_t vocab_size) const {
@@ -31,11 +33,11 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   for (const auto& s : stop) {
     if (s.empty()) return bad("stop strings must not be empty");
   }
-  if (logprobs && (*logprobs < 0 || *logprobs > 20)) {
-    return bad(fmt::format("logprobs must be from 0 to 20, not {}", *logprobs));
+  if (logprobs && (*logprobs < 0 || *logprobs > kMaxTopLogprobs)) {
+    return bad(fmt::format("logprobs must be from 0 to {}, not {}", kMaxTopLogprobs, *logprobs));
   }
-  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > 20)) {
-    return bad(fmt::format("prompt_logprobs must be from 0 to 20, not {}", *prompt_logprobs));
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxTopLogprobs)) {
+    return bad(fmt::format("prompt_logprobs must be from 0 to {}, not {}", kMaxTopLogprobs, *prompt_logprobs));
   }
   return Status::ok();
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/logging.hpp"
+#include "cpu/kernels.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace photon {
@@ -143,7 +144,8 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   if (!step.status.is_ok()) return fail(step.out, step.status);
   const size_t n = step.out.scheduled.size();
   std::vector<RequestEvent> events(n);
-  std::vector<int32_t> sampled = read_rows_on_host(step, events);
+  std::vector<int32_t> sampled(n, -1);
+  if (Status st = read_rows_on_host(step, events, sampled); !st) return fail(step.out, st);
   if (Status st = backend->wait_samples(); !st) return fail(step.out, st);
   for (size_t k = 0; k < step.device_owner.size(); ++k) sampled[step.device_owner[k]] = step.host_ids[k];
 
@@ -181,9 +183,9 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   return Status::ok();
 }
 
-std::vector<int32_t> Engine::Impl::read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events) {
-  std::vector<int32_t> sampled(step.out.scheduled.size(), -1);
-  if (!step.reads_rows_on_host) return sampled;
+Status Engine::Impl::read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events,
+                                       std::vector<int32_t>& sampled) {
+  if (!step.reads_rows_on_host) return Status::ok();
   const auto vocab = static_cast<size_t>(info.vocab_size);
   const bool host_logits = backend->device() == Device::cpu();
   // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).
@@ -203,21 +205,20 @@ std::vector<int32_t> Engine::Impl::read_rows_on_host(const LaunchedStep& step, s
       // moved num_computed_tokens past the chunk.
       events[i].prompt_logprobs_begin = r.next_prompt_logprob;
       const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
-      const float* chunk = host_rows(s.logits_begin, s.num_logits);
       // Rows [j0, j1) predict the prompt tokens not reported yet (targets chunk_begin + j + 1).
       const int32_t j0 = std::max(0, r.next_prompt_logprob - chunk_begin - 1);
       const int32_t j1 = std::min(s.num_logits, r.num_prompt_tokens - chunk_begin - 1);
       if (j1 > j0) {
-        std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
-        const size_t base = out.size();
-        out.resize(base + static_cast<size_t>(j1 - j0));
-        // Each row is a log-softmax over the vocabulary: spread over the host's cores (a GPU step of 512 prompt
-        // tokens would otherwise wait on one core for every row's).
-#pragma omp parallel for schedule(static) if (j1 - j0 > 1)
+        logprob_queries.clear();
         for (int32_t j = j0; j < j1; ++j) {
-          out[base + static_cast<size_t>(j - j0)] = token_logprob(
-              {chunk + static_cast<size_t>(j) * vocab, vocab},
-              r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1], *r.params.prompt_logprobs);
+          logprob_queries.push_back(
+              {s.logits_begin + j, r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1]});
+        }
+        std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
+        out.resize(logprob_queries.size());
+        // The backend computes them where the logits are: only the answers cross from a GPU.
+        if (Status st = backend->token_logprobs(step.logits, logprob_queries, *r.params.prompt_logprobs, out); !st) {
+          return st;
         }
         r.next_prompt_logprob = chunk_begin + j1 + 1;
       }
@@ -229,9 +230,11 @@ std::vector<int32_t> Engine::Impl::read_rows_on_host(const LaunchedStep& step, s
     const uint64_t index = static_cast<uint64_t>(r.num_output_tokens()) - 1;
     sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
                                    all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed, index, scratch);
-    if (r.params.logprobs) events[i].logprobs.push_back(token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
+    if (r.params.logprobs) {
+      events[i].logprobs.push_back(cpu::token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
+    }
   }
-  return sampled;
+  return Status::ok();
 }
 
 Status Engine::Impl::fail(const SchedulerOutput& out, const Status& status) {
