@@ -931,9 +931,13 @@ TEST_CASE("CUDA greedy selection takes the lowest id among ties, over large voca
   }
 }
 
-TEST_CASE("CUDA token logprobs and their top tokens are the host's", "[cuda]") {
+TEST_CASE("CUDA token logprobs, of prompt tokens and of sampled ones, and their top tokens are the host's", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(5);
+  // The normaliser's sums run in another order: 1e-5 relative; -inf stays -inf.
+  auto close = [](float x, float y) {
+    return std::isinf(y) ? x == y : std::abs(x - y) <= 1e-5f * std::max(1.0f, std::abs(y));
+  };
   for (const int vocab : {128256, 5003, 7}) {
     const int rows = 6;
     auto logits = random_vec(static_cast<size_t>(rows) * vocab, rng, 3.0f);
@@ -955,6 +959,39 @@ TEST_CASE("CUDA token logprobs and their top tokens are the host's", "[cuda]") {
     }
     queries.push_back({2, 0});  // a -inf logit: -inf logprob
     queries.push_back({4, vocab / 2});
+    // Then the sampler's: the chosen tokens' logprobs, computed with the selection (greedy and drawn; some rows
+    // without logprobs, whose answers are not read).
+    std::vector<SampleRequest> reqs(12);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].row = static_cast<int32_t>(i % rows);
+      reqs[i].temperature = i % 2 == 0 ? 0.0f : 0.7f;
+      reqs[i].seed = 40 + i;
+      reqs[i].logprobs = i % 4 == 3 ? -1 : static_cast<int32_t>(i % 3) * 10;
+    }
+    Tensor device_ids = Tensor::empty({static_cast<int64_t>(reqs.size())}, DType::kI32, b.gpu->allocator()).value();
+    auto host = b.gpu->allocate_host(reqs.size() * sizeof(int32_t)).value();
+    REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+    REQUIRE(b.gpu->wait_samples().is_ok());
+    std::vector<TokenLogprob> chosen(9);
+    REQUIRE(b.gpu->sampled_logprobs(chosen).is_ok());
+    std::vector<TokenLogprob> wrong_count(3);
+    CHECK_FALSE(b.gpu->sampled_logprobs(wrong_count).is_ok());
+    size_t j = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i].logprobs < 0) continue;
+      const int32_t id = static_cast<const int32_t*>(host.get())[i];
+      INFO("vocab " << vocab << ", sampled request " << i << ", token " << id);
+      const TokenLogprob want = cpu::token_logprob(
+          {logits.data() + static_cast<size_t>(reqs[i].row) * vocab, static_cast<size_t>(vocab)}, id, reqs[i].logprobs);
+      const TokenLogprob& got = chosen[j++];
+      CHECK(got.token == id);
+      CHECK(close(got.logprob, want.logprob));
+      REQUIRE(got.top.size() == want.top.size());
+      for (size_t t = 0; t < want.top.size(); ++t) {
+        CHECK(got.top[t].first == want.top[t].first);
+        CHECK(close(got.top[t].second, want.top[t].second));
+      }
+    }
     for (const int k : {0, 1, 5, kMaxTopLogprobs}) {
       INFO("vocab " << vocab << ", top " << k);
       std::vector<TokenLogprob> got(queries.size());
@@ -964,10 +1001,6 @@ TEST_CASE("CUDA token logprobs and their top tokens are the host's", "[cuda]") {
         INFO("query " << i << ": row " << q.row << ", token " << q.token);
         const TokenLogprob want = cpu::token_logprob(
             {logits.data() + static_cast<size_t>(q.row) * vocab, static_cast<size_t>(vocab)}, q.token, k);
-        // The normaliser's sums run in another order: 1e-5 relative; -inf stays -inf.
-        auto close = [](float x, float y) {
-          return std::isinf(y) ? x == y : std::abs(x - y) <= 1e-5f * std::max(1.0f, std::abs(y));
-        };
         CHECK(got[i].token == q.token);
         CHECK(close(got[i].logprob, want.logprob));
         REQUIRE(got[i].top.size() == want.top.size());

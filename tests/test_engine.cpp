@@ -234,6 +234,7 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
   const json ref = reference();
   struct Stream {
     std::vector<int32_t> tokens;
+    std::vector<TokenLogprob> logprobs;
     FinishReason reason = FinishReason::kNone;
     int finished_events = 0;
     bool event_after_finish = false;
@@ -270,16 +271,23 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
     for (int step = 0; engine->has_unfinished_requests(); ++step) {
       REQUIRE(step < 10000);
       if (step == 6) REQUIRE(engine->cancel(doomed).is_ok());
-      if (step == 12) {  // sampled on the host: the steps it is in complete in turn
-        SamplingParams with_logprobs = greedy(9);
-        with_logprobs.logprobs = 2;
-        ids.push_back(engine->submit({3, 1, 4, 1, 5}, with_logprobs).value());
+      if (step == 12) {
+        // Logprobs and penalties: sampled on the host, so the steps it is in complete in turn.
+        SamplingParams host = greedy(9);
+        host.logprobs = 2;
+        host.repetition_penalty = 1.2f;
+        ids.push_back(engine->submit({3, 1, 4, 1, 5}, host).value());
+        // Logprobs alone: sampled by the backend, which computes the chosen tokens' logprobs too.
+        SamplingParams device = greedy(11);
+        device.logprobs = 3;
+        ids.push_back(engine->submit({2, 7, 1, 8, 2, 8}, device).value());
       }
       REQUIRE(engine->step().is_ok());
       for (auto& e : engine->poll()) {
         Stream& s = streams[e.request_id];
         if (s.finished_events > 0) s.event_after_finish = true;
         s.tokens.insert(s.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+        s.logprobs.insert(s.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
         if (e.finished) {
           ++s.finished_events;
           s.reason = e.finish_reason;
@@ -309,7 +317,28 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
       continue;
     }
     CHECK(a.tokens == s.tokens);
+    REQUIRE(a.logprobs.size() == s.logprobs.size());
+    for (size_t k = 0; k < s.logprobs.size(); ++k) {
+      CHECK(a.logprobs[k].token == s.logprobs[k].token);
+      CHECK(a.logprobs[k].logprob == s.logprobs[k].logprob);
+      CHECK(a.logprobs[k].top == s.logprobs[k].top);
+    }
   }
+  // Both logprob requests reported one logprob per token, of that token, with their top tokens.
+  int with_logprobs = 0;
+  for (const auto& [id, s] : async_streams) {
+    if (s.logprobs.empty()) continue;
+    ++with_logprobs;
+    REQUIRE(s.logprobs.size() == s.tokens.size());
+    for (size_t k = 0; k < s.tokens.size(); ++k) {
+      CHECK(s.logprobs[k].token == s.tokens[k]);
+      CHECK(s.logprobs[k].logprob <= 0.0f);
+      REQUIRE((s.logprobs[k].top.size() == 2 || s.logprobs[k].top.size() == 3));
+      // Greedy without penalties: the chosen token is the most likely one.
+      if (s.logprobs[k].top.size() == 3) CHECK(s.logprobs[k].top[0].first == s.tokens[k]);
+    }
+  }
+  CHECK(with_logprobs == 2);
   // The stop ids really stopped requests early, so the extra planned token was exercised.
   int stopped = 0;
   for (const auto& [id, s] : async_streams) stopped += s.reason == FinishReason::kStop;
@@ -317,8 +346,8 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
 }
 
 TEST_CASE("penalties sample the same on the backend's sampler as on the host's") {
-  // Logprobs keep a request on the host path (a copy of its raw row); without them the backend applies the
-  // penalties and selects. Same seed, same draws.
+  // Logprobs with penalties keep a request on the host path (a copy of its raw row); without them the backend applies
+  // the penalties and selects. Same seed, same draws.
   EngineConfig c;
   c.model = kModel;
   c.num_kv_blocks = 64;

@@ -40,6 +40,7 @@ Args make_args() {
   a.option("input-len", "I", "prompt tokens per request");
   a.option("output-len", "O", "generated tokens per request (EOS ignored)");
   add_sampling_flags(a);  // every request samples this way
+  a.option("logprobs", "K", "every request also reports each generated token's logprob and the top K");
   a.flag("json", "print the results as one JSON object on the last stdout line");
   return a;
 }
@@ -47,7 +48,7 @@ Args make_args() {
 struct Options {
   EngineConfig config;
   int64_t num_prompts = 0, input_len = 0, output_len = 0;
-  SamplingParams sampling;  // temperature, top-k, top-p and min-p of every request
+  SamplingParams sampling;  // temperature, top-k, top-p, min-p, penalties and logprobs of every request
   bool json_output = false;
 };
 
@@ -62,6 +63,10 @@ Status read_options(const Args& a, Options& o) {
   PHOTON_ASSIGN_OR_RETURN(o.output_len, a.get_int("output-len", 1, 1 << 20));
   if (o.config.max_model_len == 0) o.config.max_model_len = static_cast<int32_t>(o.input_len + o.output_len);
   PHOTON_RETURN_IF_ERROR(read_sampling_flags(a, o.sampling));
+  if (a.has("logprobs")) {
+    PHOTON_ASSIGN_OR_RETURN(const int64_t k, a.get_int("logprobs", 0, 20));
+    o.sampling.logprobs = static_cast<int32_t>(k);
+  }
   o.json_output = a.has("json");
   return Status::ok();
 }

@@ -227,6 +227,10 @@ class Backend {
                         std::span<const PenaltyToken> penalty_tokens, Tensor& ids, int32_t* host_ids) = 0;
   /// Waits until the ids of the last sample() call are in its host_ids; returns any error of the enqueued work.
   virtual Status wait_samples() = 0;
+  /// After wait_samples(): for each request of the last sample() call with logprobs >= 0, in their order, into
+  /// out[j] (out.size() == their count): its chosen token's log-softmax and its row's `logprobs` most likely tokens,
+  /// as token_logprobs gives them — computed on the device with the selection, so only they cross to the host.
+  virtual Status sampled_logprobs(std::span<TokenLogprob> out) = 0;
   /// For each query, into out[i] (out.size() == queries.size()): the log-softmax of f32 logits [rows, vocab] at row
   /// queries[i].row for token queries[i].token, and that row's `top_k` (0 to kMaxTopLogprobs) most likely tokens with
   /// theirs, best first, ties by the lower id — cpu::token_logprob's values (a GPU sums the normaliser in another

@@ -14,7 +14,9 @@ struct SampleRequest {
   int32_t top_k = 0;         ///< keep the top_k most likely tokens (0: all)
   float top_p = 1.0f;        ///< then the smallest set of most likely tokens whose probability reaches top_p
   float min_p = 0.0f;        ///< then the tokens with probability >= min_p * the top token's
-  int32_t reserved = 0;
+  /// >= 0: the chosen token's log-probability and this many top tokens are wanted too (Backend::sampled_logprobs),
+  /// computed from the row as sample() leaves it (its raw logits when the request has no penalties); -1: none.
+  int32_t logprobs = -1;
   uint64_t seed = 0;                ///< the request's random stream
   uint64_t index = 0;               ///< which draw of that stream (the output position)
   float repetition_penalty = 1.0f;  ///< every listed token: logit / p when positive, else logit * p

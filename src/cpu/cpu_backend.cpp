@@ -154,13 +154,34 @@ class CpuBackend final : public Backend {
           row(r), r,
           penalty_tokens.subspan(static_cast<size_t>(r.penalty_begin), static_cast<size_t>(r.penalty_count)));
     }
+    asking_.clear();
     for (size_t i = 0; i < requests.size(); ++i) {
       ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row(row(requests[i]), requests[i], sample_ids_);
+      if (requests[i].logprobs >= 0) asking_.push_back(i);
+    }
+    // The chosen tokens' logprobs: a log-softmax over the vocabulary each, spread over the cores.
+    sampled_logprobs_.resize(asking_.size());
+    const auto n = static_cast<int64_t>(asking_.size());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int64_t j = 0; j < n; ++j) {
+      const size_t i = asking_[static_cast<size_t>(j)];
+      sampled_logprobs_[static_cast<size_t>(j)] =
+          cpu::token_logprob(row(requests[i]), host_ids[i], requests[i].logprobs);
     }
     return Status::ok();
   }
 
   Status wait_samples() override { return Status::ok(); }  // sample() ran to completion
+
+  Status sampled_logprobs(std::span<TokenLogprob> out) override {
+    if (out.size() != sampled_logprobs_.size()) {
+      return Status(StatusCode::kInvalidArgument, "sampled_logprobs: " + std::to_string(out.size()) +
+                                                      " answers asked for, the last sample() call had " +
+                                                      std::to_string(sampled_logprobs_.size()));
+    }
+    std::move(sampled_logprobs_.begin(), sampled_logprobs_.end(), out.begin());
+    return Status::ok();
+  }
 
   Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
                         std::span<TokenLogprob> out) override {
@@ -178,7 +199,9 @@ class CpuBackend final : public Backend {
 
  private:
   Allocator& allocator_;
-  std::vector<int32_t> sample_ids_;  // sampling scratch
+  std::vector<int32_t> sample_ids_;             // sampling scratch
+  std::vector<size_t> asking_;                  // the last sample() call's requests with logprobs
+  std::vector<TokenLogprob> sampled_logprobs_;  // and their chosen tokens' logprobs
 };
 
 }  // namespace

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
     allocator_.deallocate(logprob_queries_.device, logprob_queries_.capacity);
     allocator_.deallocate(logprob_answers_.device, logprob_answers_.capacity);
+    allocator_.deallocate(sampled_answers_.device, sampled_answers_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -304,6 +305,8 @@ class CudaBackend final : public Backend {
   Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
                 Tensor& ids, int32_t* host_ids) override {
     const size_t n = requests.size();
+    sampled_logprobs_.clear();
+    sampled_host_ids_ = host_ids;
     if (n == 0) return Status::ok();
     // The previous call's uploads have run: its ids were waited for.
     PHOTON_ASSIGN_OR_RETURN(const void* args, upload(sample_args_, requests.data(), n * sizeof(SampleRequest)));
@@ -315,6 +318,18 @@ class CudaBackend final : public Backend {
     }
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
                       static_cast<int>(n), ids.data<int32_t>(), stream_);
+    for (size_t i = 0; i < n; ++i) {
+      if (requests[i].logprobs >= 0) sampled_logprobs_.push_back({static_cast<int32_t>(i), requests[i].logprobs});
+    }
+    if (!sampled_logprobs_.empty()) {  // the chosen tokens' logprobs, from the rows before anything else writes them
+      const size_t bytes = n * cuda::kSampledLogprobWords * sizeof(uint32_t);
+      PHOTON_RETURN_IF_ERROR(grow(sampled_answers_, bytes));
+      auto* answers = static_cast<uint32_t*>(sampled_answers_.device);
+      cuda::sampled_logprobs(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
+                             static_cast<int>(n), ids.data<int32_t>(), answers, stream_);
+      PHOTON_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(sampled_answers_.host.get(), answers, bytes, cudaMemcpyDeviceToHost, stream_));
+    }
     PHOTON_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(host_ids, ids.data<int32_t>(), n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(samples_ready_, stream_));
@@ -324,6 +339,21 @@ class CudaBackend final : public Backend {
   Status wait_samples() override {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(samples_ready_));
     return take_error();
+  }
+
+  Status sampled_logprobs(std::span<TokenLogprob> out) override {
+    if (out.size() != sampled_logprobs_.size()) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("sampled_logprobs: {} answers asked for, the last sample() call had {}", out.size(),
+                                sampled_logprobs_.size()));
+    }
+    const auto* host = static_cast<const uint32_t*>(sampled_answers_.host.get());
+    for (size_t j = 0; j < out.size(); ++j) {
+      const auto [request, top_k] = sampled_logprobs_[j];
+      out[j] = unpack_logprob(host + static_cast<size_t>(request) * cuda::kSampledLogprobWords,
+                              sampled_host_ids_[request], top_k);
+    }
+    return Status::ok();
   }
 
   Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
@@ -341,17 +371,7 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     PHOTON_RETURN_IF_ERROR(take_error());
     const auto* host = static_cast<const uint32_t*>(logprob_answers_.host.get());
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t* a = host + i * words;
-      TokenLogprob& t = out[i];
-      t.token = queries[i].token;
-      t.logprob = std::bit_cast<float>(a[0]);
-      t.top.clear();
-      for (int j = 0; j < top_k; ++j) {
-        const auto id = static_cast<int32_t>(a[1 + 2 * j]);
-        if (id >= 0) t.top.emplace_back(id, std::bit_cast<float>(a[2 + 2 * j]));
-      }
-    }
+    for (size_t i = 0; i < n; ++i) out[i] = unpack_logprob(host + i * words, queries[i].token, top_k);
     return Status::ok();
   }
 
@@ -382,6 +402,19 @@ class CudaBackend final : public Backend {
     std::memcpy(b.host.get(), src, bytes);
     PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.device, b.host.get(), bytes, cudaMemcpyHostToDevice, stream_));
     return static_cast<const void*>(b.device);
+  }
+
+  // One answer of the logprob kernels (cuda/kernels.hpp): the logprob, then top_k (id, logprob) pairs, ids past the
+  // vocabulary (-1) dropped.
+  static TokenLogprob unpack_logprob(const uint32_t* a, int32_t token, int top_k) {
+    TokenLogprob t;
+    t.token = token;
+    t.logprob = std::bit_cast<float>(a[0]);
+    for (int j = 0; j < top_k; ++j) {
+      const auto id = static_cast<int32_t>(a[1 + 2 * j]);
+      if (id >= 0) t.top.emplace_back(id, std::bit_cast<float>(a[2 + 2 * j]));
+    }
+    return t;
   }
 
   void record(Status s) {
@@ -479,10 +512,13 @@ class CudaBackend final : public Backend {
   Tensor dequantized_;                // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
   cuda::W8a16Choices w8a16_choices_;  // the int8 GEMM path for each weight shape and row count (prepare_weight)
   std::vector<cudaGraphExec_t> graphs_;
-  UploadBuffer sample_args_, penalty_tokens_;  // sample(): the requests and their penalty tokens
-  UploadBuffer logprob_queries_;               // token_logprobs(): the queries
-  UploadBuffer logprob_answers_;               // and their answers, copied back through the host mirror
-  cudaEvent_t samples_ready_ = nullptr;        // recorded after the last sample() call's copy to the host
+  UploadBuffer sample_args_, penalty_tokens_;              // sample(): the requests and their penalty tokens
+  UploadBuffer logprob_queries_;                           // token_logprobs(): the queries
+  UploadBuffer logprob_answers_;                           // and their answers, copied back through the host mirror
+  UploadBuffer sampled_answers_;                           // sample(): the chosen tokens' logprobs, where asked for
+  std::vector<std::pair<int32_t, int>> sampled_logprobs_;  // the last sample() call's (request, top_k) asking
+  const int32_t* sampled_host_ids_ = nullptr;              // and where its ids land
+  cudaEvent_t samples_ready_ = nullptr;                    // recorded after the last sample() call's copy to the host
   Status error_;
 #ifdef PHOTON_KERNEL_TRACE
   std::string trace_path_;  // PHOTON_KERNEL_TRACE: where the destructor writes the kernel timeline

@@ -152,6 +152,12 @@ void sample_rows(const float* logits, int vocab, const SampleRequest* requests, 
 /// id (i32; -1 past the vocabulary) and logprob (f32).
 void token_logprobs(const float* logits, int vocab, const LogprobQuery* queries, int n, int top_k, uint32_t* out,
                     cudaStream_t s);
+/// 32-bit words of one request's answer in sampled_logprobs' output: room for the most top tokens.
+constexpr int kSampledLogprobWords = 1 + 2 * kMaxTopLogprobs;
+/// token_logprobs for each of the n requests with logprobs >= 0, of its row at the token sample_rows chose for it
+/// (ids [n], device) with its `logprobs` top tokens; out [n, kSampledLogprobWords] (the others' entries untouched).
+void sampled_logprobs(const float* logits, int vocab, const SampleRequest* requests, int n, const int32_t* ids,
+                      uint32_t* out, cudaStream_t s);
 /// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
 /// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
 /// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.

@@ -33,9 +33,12 @@ struct LaunchedStep {
   Tensor logits;  ///< [out.num_logits, vocab] on the device; valid until the next launch
   /// Device sample k belongs to out.scheduled[device_owner[k]]; its id arrives in host_ids[k].
   std::vector<size_t> device_owner;
+  /// The device samples whose chosen tokens' logprobs the backend computes too (Backend::sampled_logprobs), in order:
+  /// out.scheduled indices, as device_owner.
+  std::vector<size_t> logprob_owner;
   int32_t* host_ids = nullptr;
-  /// Some row of `logits` is read on the host (logprobs, prompt logprobs, host sampling): no other step may launch
-  /// before this one completes, so it never stays in flight.
+  /// Some row of `logits` is read on the host (prompt logprobs, host sampling): no other step may launch before this
+  /// one completes, so it never stays in flight.
   bool reads_rows_on_host = false;
 };
 
@@ -118,6 +121,9 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   /// requests that sample on the host. Writes the ids sampled here into `sampled` (-1 elsewhere); errors: the
   /// backend's.
   Status read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events, std::vector<int32_t>& sampled);
+  /// After the step's samples arrived: the logprobs of the tokens sampled on the device for requests that asked,
+  /// into their events. Errors: the backend's.
+  Status read_device_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events);
   /// Finishes every request of `out` with `status` (the engine stays usable) and returns it.
   Status fail(const SchedulerOutput& out, const Status& status);
   /// Every step() ends here: deletes the finished requests, refreshes the stats, returns `status`.

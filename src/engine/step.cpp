@@ -14,10 +14,11 @@
 namespace photon {
 namespace {
 
-// Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p); those that want
-// logprobs of the raw logits sample on the host from a copy of their row. Both apply penalties and select the same
-// way (cpu::apply_penalties, cpu::sample_row).
-bool samples_on_device(const SamplingParams& p) { return !p.logprobs; }
+// Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p, and the chosen
+// token's logprobs). Those that want logprobs of the raw logits and have penalties, which the device applies to the
+// row in place, sample on the host from a copy of their row. Both apply penalties and select the same way
+// (cpu::apply_penalties, cpu::sample_row).
+bool samples_on_device(const SamplingParams& p) { return !p.logprobs || !has_penalties(p); }
 
 // Forgets the requests of a launched step that finished since it was planned (cancelled at a step boundary, or
 // stopped at the step before): their rows are computed but never read, their tokens discarded.
@@ -98,12 +99,14 @@ void Engine::Impl::sample(LaunchedStep& step) {
   device_samples.clear();
   penalty_tokens.clear();
   step.device_owner.clear();
+  step.logprob_owner.clear();
   for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
     const ScheduledRequest& s = step.out.scheduled[i];
     if (s.request == nullptr || !s.sample || !samples_on_device(s.request->params)) continue;
     const Request& r = *s.request;
     SampleRequest d = sample_request(r.params, r.seed, static_cast<uint64_t>(r.num_output_tokens()));
     d.row = s.logits_begin + s.num_logits - 1;
+    d.logprobs = r.params.logprobs.value_or(-1);
     if (has_penalties(r.params)) {
       const std::span<const int32_t> all(r.tokens);
       d.penalty_begin = static_cast<int32_t>(penalty_tokens.size());
@@ -113,6 +116,7 @@ void Engine::Impl::sample(LaunchedStep& step) {
     }
     device_samples.push_back(d);
     step.device_owner.push_back(i);
+    if (d.logprobs >= 0) step.logprob_owner.push_back(i);
   }
   // Two host buffers in turn: the step ahead's ids may land while the host still reads this step's.
   step.host_ids = static_cast<int32_t*>(host_ids[next_host_ids].get());
@@ -148,6 +152,7 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   if (Status st = read_rows_on_host(step, events, sampled); !st) return fail(step.out, st);
   if (Status st = backend->wait_samples(); !st) return fail(step.out, st);
   for (size_t k = 0; k < step.device_owner.size(); ++k) sampled[step.device_owner[k]] = step.host_ids[k];
+  if (Status st = read_device_logprobs(step, events); !st) return fail(step.out, st);
 
   // The text comes first: whether it completed a stop string is the stream's verdict, which the scheduler applies
   // with the other stop checks.
@@ -233,6 +238,17 @@ Status Engine::Impl::read_rows_on_host(const LaunchedStep& step, std::vector<Req
     if (r.params.logprobs) {
       events[i].logprobs.push_back(cpu::token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
     }
+  }
+  return Status::ok();
+}
+
+Status Engine::Impl::read_device_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events) {
+  if (step.logprob_owner.empty()) return Status::ok();
+  std::vector<TokenLogprob> answers(step.logprob_owner.size());
+  PHOTON_RETURN_IF_ERROR(backend->sampled_logprobs(answers));
+  for (size_t j = 0; j < answers.size(); ++j) {
+    const size_t i = step.logprob_owner[j];
+    if (step.out.scheduled[i].request != nullptr) events[i].logprobs.push_back(std::move(answers[j]));
   }
   return Status::ok();
 }
