@@ -1,7 +1,10 @@
 // The sampler: support sets of top-k / top-p / min-p, penalties, greedy ties, reproducible random streams.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -43,6 +46,28 @@ std::set<int> support(const std::vector<int>& counts) {
 const std::vector<double> kProbs = {0.05, 0.5, 0.15, 0.3};  // order: 1 > 3 > 2 > 0
 
 }  // namespace
+
+TEST_CASE("token logprobs' top tokens over a large vocabulary equal a full sort, ties to the lower id") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  for (const bool coarse : {false, true}) {  // coarse: logits in steps of 0.5, long runs of ties at every cut
+    std::vector<float> logits(128256);
+    for (float& l : logits) l = coarse ? std::round(d(rng) * 2) / 2 : d(rng);
+    logits[100] = -INFINITY;
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
+    for (const int k : {1, 5, 20}) {
+      INFO((coarse ? "coarse" : "fine") << " logits, top " << k);
+      const TokenLogprob lp = cpu::token_logprob(logits, 100, k);
+      CHECK(lp.logprob == -INFINITY);
+      REQUIRE(lp.top.size() == static_cast<size_t>(k));
+      for (int j = 0; j < k; ++j) CHECK(lp.top[static_cast<size_t>(j)].first == order[static_cast<size_t>(j)]);
+    }
+  }
+}
 
 TEST_CASE("token logprobs and their top-k, ties to the lower id") {
   const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};

@@ -79,10 +79,24 @@ TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k) 
       return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
              (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
     };
-    for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
-      if (static_cast<int>(best.size()) == k && !better(i, best.back())) continue;
-      best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
-      if (static_cast<int>(best.size()) > k) best.pop_back();
+    // Blocks of 64 whose largest logit is no better than the k-th best so far are skipped whole (ids only grow, so
+    // a tie with it does not enter): past the first blocks, one vectorised max a block.
+    constexpr int32_t kBlock = 64;
+    const auto n = static_cast<int32_t>(logits.size());
+    for (int32_t b = 0; b < n; b += kBlock) {
+      const int32_t end = std::min(n, b + kBlock);
+      if (static_cast<int>(best.size()) == k) {
+        float block_max = -INFINITY;
+#pragma omp simd reduction(max : block_max)
+        for (int32_t i = b; i < end; ++i)
+          block_max = logits[static_cast<size_t>(i)] > block_max ? logits[static_cast<size_t>(i)] : block_max;
+        if (!(block_max > logits[static_cast<size_t>(best.back())])) continue;
+      }
+      for (int32_t i = b; i < end; ++i) {
+        if (static_cast<int>(best.size()) == k && !better(i, best.back())) continue;
+        best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+        if (static_cast<int>(best.size()) > k) best.pop_back();
+      }
     }
     for (int32_t id : best) out.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - lse));
   }
