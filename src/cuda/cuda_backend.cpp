@@ -319,7 +319,7 @@ class CudaBackend final : public Backend {
     cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
                       static_cast<int>(n), ids.data<int32_t>(), stream_);
     for (size_t i = 0; i < n; ++i) {
-      if (requests[i].logprobs >= 0) sampled_logprobs_.push_back({static_cast<int32_t>(i), requests[i].logprobs});
+      if (requests[i].logprobs >= 0) sampled_logprobs_.emplace_back(static_cast<int32_t>(i), requests[i].logprobs);
     }
     if (!sampled_logprobs_.empty()) {  // the chosen tokens' logprobs, from the rows before anything else writes them
       const size_t bytes = n * cuda::kSampledLogprobWords * sizeof(uint32_t);
@@ -360,7 +360,7 @@ class CudaBackend final : public Backend {
                         std::span<TokenLogprob> out) override {
     const size_t n = queries.size();
     if (n == 0) return Status::ok();
-    const auto words = static_cast<size_t>(1 + 2 * top_k);
+    const size_t words = 1 + 2 * static_cast<size_t>(top_k);
     PHOTON_ASSIGN_OR_RETURN(const void* args, upload(logprob_queries_, queries.data(), n * sizeof(LogprobQuery)));
     PHOTON_RETURN_IF_ERROR(grow(logprob_answers_, n * words * sizeof(uint32_t)));
     auto* answers = static_cast<uint32_t*>(logprob_answers_.device);
