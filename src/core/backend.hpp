@@ -229,7 +229,8 @@ class Backend {
   virtual Status wait_samples() = 0;
   /// After wait_samples(): for each request of the last sample() call with logprobs >= 0, in their order, into
   /// out[j] (out.size() == their count): its chosen token's log-softmax and its row's `logprobs` most likely tokens,
-  /// as token_logprobs gives them — computed on the device with the selection, so only they cross to the host.
+  /// as token_logprobs gives them — computed on the device with the selection, so only they cross to the host. The
+  /// same answers on every call until the next sample(). Errors: kInvalidArgument when out.size() is not that count.
   virtual Status sampled_logprobs(std::span<TokenLogprob> out) = 0;
   /// For each query, into out[i] (out.size() == queries.size()): the log-softmax of f32 logits [rows, vocab] at row
   /// queries[i].row for token queries[i].token, and that row's `top_k` (0 to kMaxTopLogprobs) most likely tokens with

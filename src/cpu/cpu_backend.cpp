@@ -179,7 +179,7 @@ class CpuBackend final : public Backend {
                                                       " answers asked for, the last sample() call had " +
                                                       std::to_string(sampled_logprobs_.size()));
     }
-    std::move(sampled_logprobs_.begin(), sampled_logprobs_.end(), out.begin());
+    std::copy(sampled_logprobs_.begin(), sampled_logprobs_.end(), out.begin());  // kept: the same on every call
     return Status::ok();
   }
 
