@@ -205,6 +205,11 @@ typedef struct photon_sampling_params {
   int32_t priority;        /* lower first */
   const char* const* stop; /* stop strings (copied during photon_submit); need a tokenizer */
   size_t num_stop;
+  /* Since 0.3. OpenAI's logit_bias: logit_bias_values[i] (-100 to 100) is added to the logit of token
+   * logit_bias_ids[i] before sampling, each id at most once (both arrays copied during photon_submit). */
+  const int32_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t num_logit_bias;
 } photon_sampling_params;
 
 PHOTON_C_API photon_sampling_params photon_sampling_params_default(void);

@@ -299,6 +299,13 @@ photon::Result<photon::SamplingParams> to_cpp(const photon_sampling_params* p) {
       s.stop.emplace_back(p->stop[i]);
     }
   }
+  if (PHOTON_HAS_FIELD(p, num_logit_bias) && p->num_logit_bias > 0) {
+    if (p->logit_bias_ids == nullptr || p->logit_bias_values == nullptr) {
+      return Status(StatusCode::kInvalidArgument, "logit_bias_ids or logit_bias_values is NULL");
+    }
+    for (size_t i = 0; i < p->num_logit_bias; ++i)
+      s.logit_bias.emplace_back(p->logit_bias_ids[i], p->logit_bias_values[i]);
+  }
   return s;
 }
 
@@ -422,6 +429,9 @@ photon_sampling_params photon_sampling_params_default(void) {
   p.priority = 0;
   p.stop = nullptr;
   p.num_stop = 0;
+  p.logit_bias_ids = nullptr;
+  p.logit_bias_values = nullptr;
+  p.num_logit_bias = 0;
   return p;
 }
 

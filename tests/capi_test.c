@@ -189,6 +189,35 @@ int main(int argc, char** argv) {
   EXPECT(out[1].n == 12 && memcmp(out[0].tokens, out[1].tokens, sizeof(int32_t) * 12) == 0);
   EXPECT(out[2].finished && out[2].reason == PHOTON_FINISH_CANCELLED);
 
+  /* A logit bias (since 0.3): +100 on one id makes greedy decoding choose it every time; -100 on the first token
+   * chosen without bias moves the choice away from it; an id outside the vocabulary is an error naming it. */
+  {
+    photon_sampling_params bias = sp;
+    bias.max_tokens = 5;
+    const int32_t forced_id = 777, banned_id = out[0].tokens[0];
+    const float up = 100.0f, down = -100.0f;
+    bias.logit_bias_ids = &forced_id;
+    bias.logit_bias_values = &up;
+    bias.num_logit_bias = 1;
+    uint64_t forced = 0, banned = 0, wrong = 0;
+    EXPECT(photon_submit(e, prompt, 6, &bias, &forced) == PHOTON_OK);
+    bias.logit_bias_ids = &banned_id;
+    bias.logit_bias_values = &down;
+    EXPECT(photon_submit(e, prompt, 6, &bias, &banned) == PHOTON_OK);
+    collected biased[2];
+    memset(biased, 0, sizeof biased);
+    drain(e, biased, forced, 2);
+    EXPECT(banned == forced + 1 && biased[0].n == 5 && biased[1].n == 5);
+    for (int t = 0; t < biased[0].n; ++t) EXPECT(biased[0].tokens[t] == forced_id);
+    EXPECT(biased[1].tokens[0] != banned_id);
+    const int32_t outside = 1000;
+    bias.logit_bias_ids = &outside;
+    EXPECT(photon_submit(e, prompt, 6, &bias, &wrong) == PHOTON_ERROR_INVALID_ARGUMENT);
+    EXPECT(strstr(photon_engine_last_error(e), "logit_bias names token id 1000") != NULL);
+    bias.logit_bias_values = NULL;
+    EXPECT(photon_submit(e, prompt, 6, &bias, &wrong) == PHOTON_ERROR_INVALID_ARGUMENT);
+  }
+
   /* Prompt logprobs reach C callers, position by position. */
   photon_sampling_params lp = photon_sampling_params_default();
   lp.temperature = 0.0f;

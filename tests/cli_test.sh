@@ -118,6 +118,11 @@ check "unknown request field" 2 "unknown field 'colour'" -- "$photon" generate -
 printf '{"prompt_ids":[1,2]}\n{"prompt_ids":[1,2],"max_tokens":5000}\n' >"$reqs"
 check "one rejected request" 0 'max_model_len.*"finish_reason":"error"' -- "$photon" generate --model "$ref_dir" --requests "$reqs"
 check "both prompt forms" 2 "exactly one of" -- "$photon" generate --model "$ref_dir" --requests "$reqs" --prompt-ids 1
+printf '{"prompt_ids":[1,2],"max_tokens":4,"temperature":0,"ignore_eos":true,"logit_bias":{"33":100}}\n' >"$reqs"
+check "a logit bias" 0 '"output_ids":\[33,33,33,33\]' -- "$photon" generate --model "$ref_dir" --requests "$reqs"
+printf '{"prompt_ids":[1,2],"logit_bias":{"-3":1}}\n' >"$reqs"
+check "a bad logit bias" 2 "'logit_bias' must map token ids to numbers, not \"-3\": 1" -- \
+  "$photon" generate --model "$ref_dir" --requests "$reqs"
 rm -f "$reqs" "$batch_err"
 
 # Tensor parallelism over two processes: rank 1 serves rank 0 over loopback; the tokens equal one process's.

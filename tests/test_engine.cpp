@@ -178,6 +178,16 @@ TEST_CASE("bad requests and configurations are errors that say what to change") 
   p = greedy(2);
   p.temperature = -1.0f;
   CHECK(engine->submit({1}, p).status().message().find("temperature") != std::string::npos);
+  p = greedy(2);
+  p.logit_bias = {{5, 1.0f}, {1000, 1.0f}};
+  CHECK(engine->submit({1}, p).status().message().find("logit_bias names token id 1000, outside the vocabulary") !=
+        std::string::npos);
+  p.logit_bias = {{5, 100.5f}};
+  CHECK(engine->submit({1}, p).status().message().find("from -100 to 100, not 100.5") != std::string::npos);
+  p.logit_bias = {{5, std::nanf("")}};
+  CHECK(engine->submit({1}, p).status().code() == StatusCode::kInvalidArgument);
+  p.logit_bias = {{7, 1.0f}, {5, 2.0f}, {7, -1.0f}};
+  CHECK(engine->submit({1}, p).status().message().find("names token id 7 twice") != std::string::npos);
   EngineConfig bad = c;
   bad.device = "tpu";
   CHECK(Engine::create(bad).status().code() == StatusCode::kInvalidArgument);
@@ -281,6 +291,11 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
         SamplingParams device = greedy(11);
         device.logprobs = 3;
         ids.push_back(engine->submit({2, 7, 1, 8, 2, 8}, device).value());
+        // A logit bias: sampled on the host; its logprobs stay the model's own.
+        SamplingParams biased = greedy(7);
+        biased.logprobs = 3;
+        biased.logit_bias = {{42, 100.0f}, {17, -100.0f}};
+        ids.push_back(engine->submit({1, 7, 1, 8, 2, 8}, biased).value());
       }
       REQUIRE(engine->step().is_ok());
       for (auto& e : engine->poll()) {
@@ -324,8 +339,9 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
       CHECK(a.logprobs[k].top == s.logprobs[k].top);
     }
   }
-  // Both logprob requests reported one logprob per token, of that token, with their top tokens.
+  // The three logprob requests reported one logprob per token, of that token, with their top tokens.
   int with_logprobs = 0;
+  const uint64_t biased_id = async_streams.rbegin()->first;  // submitted last
   for (const auto& [id, s] : async_streams) {
     if (s.logprobs.empty()) continue;
     ++with_logprobs;
@@ -334,11 +350,15 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
       CHECK(s.logprobs[k].token == s.tokens[k]);
       CHECK(s.logprobs[k].logprob <= 0.0f);
       REQUIRE((s.logprobs[k].top.size() == 2 || s.logprobs[k].top.size() == 3));
-      // Greedy without penalties: the chosen token is the most likely one.
-      if (s.logprobs[k].top.size() == 3) CHECK(s.logprobs[k].top[0].first == s.tokens[k]);
+      // The biased request chose token 42 every time; its logprobs are the model's, far from the biased ~0.
+      const bool biased = id == biased_id;
+      if (biased) CHECK(s.tokens[k] == 42);
+      if (biased) CHECK(s.logprobs[k].logprob < -0.01f);
+      // Greedy without penalties or bias: the chosen token is the most likely one.
+      if (s.logprobs[k].top.size() == 3 && !biased) CHECK(s.logprobs[k].top[0].first == s.tokens[k]);
     }
   }
-  CHECK(with_logprobs == 2);
+  CHECK(with_logprobs == 3);
   // The stop ids really stopped requests early, so the extra planned token was exercised.
   int stopped = 0;
   for (const auto& [id, s] : async_streams) stopped += s.reason == FinishReason::kStop;

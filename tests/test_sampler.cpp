@@ -147,6 +147,32 @@ TEST_CASE("repetition, presence and frequency penalties") {
   CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 0);
 }
 
+TEST_CASE("a logit bias is added before the penalties, and the caller's row is left as it was") {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.05f};
+  const std::vector<float> before = logits;
+  SamplerScratch s;
+  p.logit_bias = {{0, -0.2f}};  // 1.8 < 1.9
+  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 1);
+  p.logit_bias = {{3, 3.1f}};  // 2.05 > 2.0
+  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 3);
+  // The bias comes before the repetition penalty (tokens 0 and 2 in the prompt; token 0 falls from 2.0 to 1.0):
+  // token 2 biased by 5 to 4.0 is halved to 2.0 and beats token 1's 1.9; biased by 4.5 to 3.5 it is halved to 1.75
+  // and loses, where a bias after the penalty (-1.0 -> -2.0, + 4.5 = 2.5) would have won.
+  p.logit_bias = {{2, 5.0f}};
+  p.repetition_penalty = 2.0f;
+  const std::vector<int32_t> prompt = {0, 2};
+  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 2);
+  p.logit_bias = {{2, 4.5f}};
+  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 1);
+  // Sampling with temperature: -100 all but bans the most likely token.
+  p = SamplingParams{};
+  p.logit_bias = {{0, -100.0f}};
+  for (uint64_t i = 0; i < 200; ++i) CHECK(sample_next_token(logits, p, {}, {}, 5, i, s) != 0);
+  CHECK(logits == before);
+}
+
 TEST_CASE("random streams depend only on (seed, index, lane)") {
   CHECK(uniform01(1, 5, 3) == uniform01(1, 5, 3));
   CHECK(uniform01(1, 5, 3) != uniform01(2, 5, 3));

@@ -230,6 +230,16 @@ TEST_CASE("the server answers health 503 while loading, then completions of toke
   for (size_t i = 0; i < 6; ++i)
     CHECK(streamed_lps[i] == w["choices"][0]["logprobs"]["token_logprobs"][i].get<double>());
 
+  // A logit bias of 100 makes greedy decoding choose token 7 every time; its logprobs stay the model's own.
+  json bias_req = req;
+  bias_req["logit_bias"] = {{"7", 100}, {"8", -100}};
+  const json biased = json::parse(post(port, "/v1/completions", bias_req).body);
+  REQUIRE(biased["choices"][0]["logprobs"]["tokens"].size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    CHECK(biased["choices"][0]["logprobs"]["tokens"][i] == "token_id:7");
+    CHECK(biased["choices"][0]["logprobs"]["token_logprobs"][i].get<double>() < -0.01);
+  }
+
   // n copies with a seed: n choices, each reproducible, counted together.
   const json n_req = {{"prompt", {9, 10}}, {"max_tokens", 5},    {"n", 3},
                       {"seed", 11},        {"temperature", 1.0}, {"ignore_eos", true}};
@@ -283,6 +293,14 @@ TEST_CASE("every bad request gets an OpenAI error body and the server keeps serv
       {"temperature out of range", "/v1/completions", R"({"prompt": [1], "temperature": -1})", 400, "temperature"},
       {"n out of range", "/v1/completions", R"({"prompt": [1], "n": 17})", 400, "n"},
       {"stop of the wrong type", "/v1/completions", R"({"prompt": [1], "stop": 5})", 400, "stop"},
+      {"logit_bias not an object", "/v1/completions", R"({"prompt": [1], "logit_bias": [5]})", 400, "logit_bias"},
+      {"logit_bias key not an id", "/v1/completions", R"({"prompt": [1], "logit_bias": {"x1": 5}})", 400, "logit_bias"},
+      {"logit_bias out of range", "/v1/completions", R"({"prompt": [1], "logit_bias": {"1": 101}})", 400, "logit_bias"},
+      {"logit_bias id outside the vocabulary", "/v1/completions", R"({"prompt": [1], "logit_bias": {"99999999": 1}})",
+       400, ""},
+      {"a JSON response format", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})", 400,
+       "response_format"},
       {"token id outside the vocabulary", "/v1/completions", R"({"prompt": [1, 999999999]})", 400, ""},
       {"text prompt without a tokenizer", "/v1/completions", R"({"prompt": "hi"})", 400, "prompt"},
       {"missing messages", "/v1/chat/completions", R"({"model": "x"})", 400, "messages"},

@@ -63,7 +63,7 @@ Args make_args() {
            "batch mode: one request per line, {\"prompt_ids\":[...]} plus sampling fields "
            "(max_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
            "presence_penalty, frequency_penalty, seed, ignore_eos, stop, stop_token_ids, "
-           "logprobs, prompt_logprobs, priority); {\"prompt\":\"text\"} needs a "
+           "logprobs, prompt_logprobs, logit_bias, priority); {\"prompt\":\"text\"} needs a "
            "tokenizer; missing fields take the flags' values");
   a.option("max-tokens", "N", "tokens to generate at most", "16");
   a.flag("ignore-eos", "keep generating past end-of-sequence tokens");
@@ -195,6 +195,17 @@ Result<Job> parse_request_line(const std::string& line, const SamplingParams& de
         PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));
         if (n < 0 || n > 20) return bad(fmt::format("'{}' must be from 0 to 20", k));
         field = static_cast<int32_t>(n);
+      }
+    } else if (k == "logit_bias") {  // OpenAI's form: {"token id": bias}
+      if (!v.is_object()) return bad("'logit_bias' must be an object of \"token id\": bias");
+      p.logit_bias.clear();
+      for (auto b = v.begin(); b != v.end(); ++b) {
+        const std::string& id = b.key();
+        if (id.empty() || id.size() > 10 || id.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoll(id) > INT32_MAX || !b->is_number()) {
+          return bad(fmt::format("'logit_bias' must map token ids to numbers, not \"{}\": {}", id, b->dump()));
+        }
+        p.logit_bias.emplace_back(static_cast<int32_t>(std::stoll(id)), b->get<float>());
       }
     } else if (k == "priority") {
       PHOTON_ASSIGN_OR_RETURN(int64_t n, integer(v, k));

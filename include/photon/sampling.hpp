@@ -47,6 +47,10 @@ struct SamplingParams {
   std::optional<int32_t> prompt_logprobs;
   /// Scheduling priority: lower values are admitted first and preempted last. Ties: arrival order.
   int32_t priority = 0;
+  /// (token id, bias) pairs, each id at most once: the bias (-100 to 100, OpenAI's `logit_bias`) is added to that
+  /// id's logit before the penalties and the rest, so -100 all but bans a token and 100 all but forces it. Reported
+  /// logprobs stay those of the model's own distribution, as with penalties.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   /// Checks ranges (temperature >= 0, 0 < top_p <= 1, ...) against a vocabulary of `vocab_size` ids.
   PHOTON_API Status validate(int64_t vocab_size) const;

@@ -37,8 +37,9 @@ int32_t argmax(std::span<const float> logits) {
 int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& s) {
   const SampleRequest r = sample_request(p, seed, index);
-  if (!has_penalties(p)) return cpu::sample_row(raw, r, s.ids);
-  s.logits.assign(raw.begin(), raw.end());
+  if (!has_penalties(p) && p.logit_bias.empty()) return cpu::sample_row(raw, r, s.ids);
+  s.logits.assign(raw.begin(), raw.end());  // the caller's row stays the model's (its logprobs are read from it)
+  for (const auto& [id, bias] : p.logit_bias) s.logits[static_cast<size_t>(id)] += bias;
   s.penalties.clear();
   append_penalty_tokens(prompt, output, s.counts, s.penalties);
   cpu::apply_penalties(s.logits, r, s.penalties);

@@ -31,9 +31,9 @@ bool has_penalties(const SamplingParams& params);
 void append_penalty_tokens(std::span<const int32_t> prompt, std::span<const int32_t> output,
                            std::vector<int32_t>& counts, std::vector<PenaltyToken>& out);
 
-/// Chooses the next token: penalties (repetition over prompt and output; presence and frequency over output),
-/// then temperature, top-k, top-p and min-p (the order of transformers' logits warpers), then a Gumbel-max draw
-/// keyed by (seed, index) — see core/random.hpp; the GPU sampler draws the same way. Greedy when temperature is 0.
+/// Chooses the next token: the logit bias, penalties (repetition over prompt and output; presence and frequency over
+/// output), then temperature, top-k, top-p and min-p (the order of transformers' logits warpers), then a Gumbel-max
+/// draw keyed by (seed, index) — see core/random.hpp; the GPU sampler draws the same way. Greedy when temperature is 0.
 int32_t sample_next_token(std::span<const float> logits, const SamplingParams& params, std::span<const int32_t> prompt,
                           std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& scratch);
 

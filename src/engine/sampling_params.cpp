@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -38,6 +39,21 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   }
   if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxTopLogprobs)) {
     return bad(fmt::format("prompt_logprobs must be from 0 to {}, not {}", kMaxTopLogprobs, *prompt_logprobs));
+  }
+  std::vector<int32_t> biased;
+  biased.reserve(logit_bias.size());
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return bad(fmt::format("logit_bias names token id {}, outside the vocabulary (0..{})", id, vocab_size - 1));
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return bad(fmt::format("logit_bias of token {} must be from -100 to 100, not {}", id, bias));
+    }
+    biased.push_back(id);
+  }
+  std::sort(biased.begin(), biased.end());
+  if (const auto twice = std::adjacent_find(biased.begin(), biased.end()); twice != biased.end()) {
+    return bad(fmt::format("logit_bias names token id {} twice", *twice));
   }
   return Status::ok();
 }

@@ -16,9 +16,9 @@ namespace {
 
 // Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p, and the chosen
 // token's logprobs). Those that want logprobs of the raw logits and have penalties, which the device applies to the
-// row in place, sample on the host from a copy of their row. Both apply penalties and select the same way
-// (cpu::apply_penalties, cpu::sample_row).
-bool samples_on_device(const SamplingParams& p) { return !p.logprobs || !has_penalties(p); }
+// row in place, sample on the host from a copy of their row, as do those with a logit bias (rare, and a row copy a
+// step). Both apply penalties and select the same way (cpu::apply_penalties, cpu::sample_row).
+bool samples_on_device(const SamplingParams& p) { return p.logit_bias.empty() && (!p.logprobs || !has_penalties(p)); }
 
 // Forgets the requests of a launched step that finished since it was planned (cancelled at a step boundary, or
 // stopped at the step before): their rows are computed but never read, their tokens discarded.

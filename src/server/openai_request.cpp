@@ -65,6 +65,38 @@ void read_stop(Reader& r, SamplingParams& p) {
   }
 }
 
+// OpenAI's {"token id": bias} with biases from -100 to 100 (the engine checks the ids against the vocabulary).
+void read_logit_bias(Reader& r, SamplingParams& p) {
+  const Json* v = r.get("logit_bias");
+  if (v == nullptr) return;
+  if (!v->is_object()) return r.fail("logit_bias", "must be an object mapping token ids to biases");
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    const bool id_ok = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos &&
+                       std::stoll(key) <= INT32_MAX;
+    if (!id_ok) return r.fail("logit_bias", fmt::format("keys must be token ids, not \"{}\"", key));
+    if (!it->is_number() || !(it->get<double>() >= -100.0 && it->get<double>() <= 100.0)) {
+      return r.fail("logit_bias", fmt::format("values must be numbers from -100 to 100, not {}", it->dump()));
+    }
+    p.logit_bias.emplace_back(static_cast<int32_t>(std::stoll(key)), it->get<float>());
+  }
+}
+
+// Plain text is what this server produces; JSON modes need constrained decoding, which it does not do.
+void read_response_format(Reader& r) {
+  const Json* v = r.get("response_format");
+  if (v == nullptr) return;
+  const auto type = v->is_object() ? v->find("type") : v->end();
+  if (!v->is_object() || type == v->end() || !type->is_string()) {
+    return r.fail("response_format", "must be {\"type\": \"text\"}");
+  }
+  if (*type != "text") {
+    r.fail("response_format", fmt::format("type {} is not supported: replies are plain text (describe the format in "
+                                          "the prompt instead)",
+                                          type->dump()));
+  }
+}
+
 void read_sampling(Reader& r, GenerationRequest& g) {
   SamplingParams& p = g.params;
   p.max_tokens = 0;
@@ -94,6 +126,8 @@ void read_sampling(Reader& r, GenerationRequest& g) {
   }
   r.boolean("ignore_eos", p.ignore_eos);
   read_stop(r, p);
+  read_logit_bias(r, p);
+  read_response_format(r);
   int64_t n = 1;
   r.number("n", n, 1, 16);
   g.n = static_cast<int>(n);

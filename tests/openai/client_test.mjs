@@ -1,5 +1,5 @@
 // The official OpenAI Node client against photon serve: chat (whole and streamed), completions with logprobs and
-// echo, seeds, n > 1, tools accepted, and the client's error classes for a wrong key, an unknown model and a
+// echo, seeds, n > 1, a logit bias, tools accepted, and the client's error classes for a wrong key, an unknown model and a
 // request too long for the context.   Usage: node client_test.mjs PORT API_KEY MODEL
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -99,6 +99,19 @@ await check("completions stream", async () => {
   let n = 0;
   for await (const chunk of stream) n += chunk.choices.length;
   assert.ok(n >= 1);
+});
+
+await check("logit_bias; response_format text accepted, JSON refused", async () => {
+  // 9707 is "Hello": a bias of 100 makes greedy decoding choose it every time.
+  const body = { model, prompt: "Hello world", max_tokens: 3, temperature: 0, logprobs: 0, logit_bias: { 9707: 100 } };
+  const r = await client.completions.create(body);
+  assert.deepEqual(r.choices[0].logprobs.tokens, ["Hello", "Hello", "Hello"]);
+  const text = await client.chat.completions.create({ model, messages, max_tokens: 2, response_format: { type: "text" } });
+  assert.equal(text.usage.completion_tokens, 2);
+  await assert.rejects(
+    client.chat.completions.create({ model, messages, response_format: { type: "json_object" } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === "response_format",
+  );
 });
 
 await check("tools are accepted", async () => {
