@@ -307,6 +307,7 @@ class CudaBackend final : public Backend {
     const size_t n = requests.size();
     sampled_logprobs_.clear();
     sampled_host_ids_ = host_ids;
+    sampled_vocab_ = to_int(logits.size(1));
     if (n == 0) return Status::ok();
     // The previous call's uploads have run: its ids were waited for.
     PHOTON_ASSIGN_OR_RETURN(const void* args, upload(sample_args_, requests.data(), n * sizeof(SampleRequest)));
@@ -351,7 +352,7 @@ class CudaBackend final : public Backend {
     for (size_t j = 0; j < out.size(); ++j) {
       const auto [request, top_k] = sampled_logprobs_[j];
       out[j] = unpack_logprob(host + static_cast<size_t>(request) * cuda::kSampledLogprobWords,
-                              sampled_host_ids_[request], top_k);
+                              sampled_host_ids_[request], std::min(top_k, sampled_vocab_));
     }
     return Status::ok();
   }
@@ -371,7 +372,8 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     PHOTON_RETURN_IF_ERROR(take_error());
     const auto* host = static_cast<const uint32_t*>(logprob_answers_.host.get());
-    for (size_t i = 0; i < n; ++i) out[i] = unpack_logprob(host + i * words, queries[i].token, top_k);
+    const int k = std::min(top_k, to_int(logits.size(1)));  // the kernel writes as many as the row has
+    for (size_t i = 0; i < n; ++i) out[i] = unpack_logprob(host + i * words, queries[i].token, k);
     return Status::ok();
   }
 
@@ -517,6 +519,7 @@ class CudaBackend final : public Backend {
   UploadBuffer logprob_answers_;                           // and their answers, copied back through the host mirror
   UploadBuffer sampled_answers_;                           // sample(): the chosen tokens' logprobs, where asked for
   std::vector<std::pair<int32_t, int>> sampled_logprobs_;  // the last sample() call's (request, top_k) asking
+  int sampled_vocab_ = 0;                                  // and its rows' length
   const int32_t* sampled_host_ids_ = nullptr;              // and where its ids land
   cudaEvent_t samples_ready_ = nullptr;                    // recorded after the last sample() call's copy to the host
   Status error_;
