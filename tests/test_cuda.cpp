@@ -832,7 +832,9 @@ TEST_CASE("attention split counts stay within the workspace, also for no decode 
   }
 }
 
-TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[cuda]") {
+TEST_CASE(
+    "CUDA sampling applies the logit bias and penalties, draws what the host does, and reports the model's logprobs",
+    "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(3);
   const int rows = 8, vocab = 5003;
@@ -854,46 +856,76 @@ TEST_CASE("CUDA sampling applies the penalties and draws what the host does", "[
     r.index = static_cast<uint64_t>(i * 7);
     reqs.push_back(r);
   }
-  // The first request of each row also has penalties (rows with penalties must be distinct), over random distinct
-  // tokens with output counts 0-3, at values whose products and sums round.
-  std::vector<PenaltyToken> penalties;
+  // The first request of each row also has adjustments (rows with adjustments must be distinct), over random
+  // distinct tokens with output counts 0-3, in context or only biased, at values whose products and sums round; the
+  // even ones want logprobs too, of their rows as the model gave them.
+  std::vector<LogitAdjustment> adjustments;
   for (int i = 0; i < rows; ++i) {
     SampleRequest& r = reqs[static_cast<size_t>(i)];
     r.repetition_penalty = i % 3 == 2 ? 1.0f : 1.3f + 0.1f * static_cast<float>(i);
     r.presence_penalty = i % 2 == 0 ? 0.37f : 0.0f;
     r.frequency_penalty = i % 4 == 1 ? 0.0f : 0.11f * static_cast<float>(i + 1);
-    r.penalty_begin = static_cast<int32_t>(penalties.size());
+    r.logprobs = i % 2 == 0 ? 3 * i : -1;
+    r.adjustment_begin = static_cast<int32_t>(adjustments.size());
     std::vector<int32_t> ids(static_cast<size_t>(vocab));
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
-    for (int k = 0; k < 300 + 50 * i; ++k)
-      penalties.push_back({ids[static_cast<size_t>(k)], static_cast<int32_t>(rng() % 4)});
-    r.penalty_count = static_cast<int32_t>(penalties.size()) - r.penalty_begin;
+    for (int k = 0; k < 300 + 50 * i; ++k) {
+      const bool biased = rng() % 3 == 0, in_context = !biased || rng() % 2 == 0;
+      adjustments.push_back({ids[static_cast<size_t>(k)], in_context ? static_cast<int32_t>(rng() % 4) : 0,
+                             biased ? static_cast<float>(static_cast<int>(rng() % 2001) - 1000) * 0.0173f : 0.0f,
+                             in_context ? 1 : 0});
+    }
+    r.adjustment_count = static_cast<int32_t>(adjustments.size()) - r.adjustment_begin;
   }
   // The ids land on the device (for the next step's placeholders) and, once waited for, on the host.
   Tensor device_ids = Tensor::empty({static_cast<int64_t>(reqs.size())}, DType::kI32, b.gpu->allocator()).value();
   auto host = b.gpu->allocate_host(reqs.size() * sizeof(int32_t)).value();
-  REQUIRE(b.gpu->sample(g, reqs, penalties, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+  REQUIRE(b.gpu->sample(g, reqs, adjustments, device_ids, static_cast<int32_t*>(host.get())).is_ok());
   REQUIRE(b.gpu->wait_samples().is_ok());
+  std::vector<TokenLogprob> chosen(rows / 2);
+  REQUIRE(b.gpu->sampled_logprobs(chosen).is_ok());
   const auto* host_ids = static_cast<const int32_t*>(host.get());
   const std::vector<int32_t> ids(host_ids, host_ids + reqs.size());
   std::vector<int32_t> on_device(reqs.size());
   b.gpu->copy_to_host(device_ids, on_device.data(), on_device.size() * sizeof(int32_t));
   CHECK(on_device == ids);
-  // The host applies the same penalties (the GPU's logits afterwards must be bit-identical), then selects.
+  // The host applies the same adjustments (the GPU's rows afterwards must be bit-identical to them, or to the model's
+  // where logprobs were asked for), then selects.
+  const std::vector<float> model = logits;
+  std::vector<float> expected = logits;
   for (const SampleRequest& r : reqs) {
-    cpu::apply_penalties({logits.data() + static_cast<size_t>(r.row) * vocab, static_cast<size_t>(vocab)}, r,
-                         std::span<const PenaltyToken>(penalties).subspan(static_cast<size_t>(r.penalty_begin),
-                                                                          static_cast<size_t>(r.penalty_count)));
+    const auto entries = std::span<const LogitAdjustment>(adjustments)
+                             .subspan(static_cast<size_t>(r.adjustment_begin), static_cast<size_t>(r.adjustment_count));
+    cpu::adjust_logits({logits.data() + static_cast<size_t>(r.row) * vocab, static_cast<size_t>(vocab)}, r, entries);
+    if (r.logprobs < 0) {
+      cpu::adjust_logits({expected.data() + static_cast<size_t>(r.row) * vocab, static_cast<size_t>(vocab)}, r,
+                         entries);
+    }
   }
-  std::vector<float> penalised(logits.size());
-  b.gpu->copy_to_host(g, penalised.data(), penalised.size() * sizeof(float));
-  CHECK(penalised == logits);
+  CHECK(logits != model);
+  std::vector<float> after(logits.size());
+  b.gpu->copy_to_host(g, after.data(), after.size() * sizeof(float));
+  CHECK(after == expected);
+  for (int i = 0; i < rows; i += 2) {
+    const SampleRequest& r = reqs[static_cast<size_t>(i)];
+    INFO("logprobs of request " << i);
+    const TokenLogprob want = cpu::token_logprob(
+        {model.data() + static_cast<size_t>(r.row) * vocab, static_cast<size_t>(vocab)}, host_ids[i], r.logprobs);
+    const TokenLogprob& got = chosen[static_cast<size_t>(i / 2)];
+    CHECK(got.token == host_ids[i]);
+    CHECK(std::abs(got.logprob - want.logprob) <= 1e-5f * std::max(1.0f, std::abs(want.logprob)));
+    REQUIRE(got.top.size() == want.top.size());
+    for (size_t t = 0; t < want.top.size(); ++t) {
+      CHECK(got.top[t].first == want.top[t].first);
+      CHECK(std::abs(got.top[t].second - want.top[t].second) <= 1e-5f * std::max(1.0f, std::abs(want.top[t].second)));
+    }
+  }
   std::vector<int32_t> scratch;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];
     INFO("request " << i << ": row " << r.row << ", temperature " << r.temperature << ", top_k " << r.top_k
-                    << ", top_p " << r.top_p << ", min_p " << r.min_p << ", penalties " << r.penalty_count);
+                    << ", top_p " << r.top_p << ", min_p " << r.min_p << ", adjustments " << r.adjustment_count);
     const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
     CHECK(ids[i] == cpu::sample_row(row, r, scratch));
   }

@@ -32,6 +32,7 @@ std::unique_ptr<Engine> make_engine(EngineConfig c) {
 struct Collected {
   std::vector<int32_t> tokens;
   std::vector<TokenLogprob> prompt_logprobs;
+  std::vector<TokenLogprob> logprobs;
   FinishReason reason = FinishReason::kNone;
   std::string error;
 };
@@ -45,6 +46,7 @@ std::map<uint64_t, Collected> run_all(Engine& engine) {
       Collected& c = out[e.request_id];
       c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
       c.prompt_logprobs.insert(c.prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+      c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
       if (e.finished) {
         c.reason = e.finish_reason;
         c.error = e.error;
@@ -282,16 +284,16 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
       REQUIRE(step < 10000);
       if (step == 6) REQUIRE(engine->cancel(doomed).is_ok());
       if (step == 12) {
-        // Logprobs and penalties: sampled on the host, so the steps it is in complete in turn.
-        SamplingParams host = greedy(9);
-        host.logprobs = 2;
-        host.repetition_penalty = 1.2f;
-        ids.push_back(engine->submit({3, 1, 4, 1, 5}, host).value());
+        // Logprobs and penalties: the backend adjusts the row, selects, then puts the model's logits back.
+        SamplingParams penalised = greedy(9);
+        penalised.logprobs = 2;
+        penalised.repetition_penalty = 1.2f;
+        ids.push_back(engine->submit({3, 1, 4, 1, 5}, penalised).value());
         // Logprobs alone: sampled by the backend, which computes the chosen tokens' logprobs too.
         SamplingParams device = greedy(11);
         device.logprobs = 3;
         ids.push_back(engine->submit({2, 7, 1, 8, 2, 8}, device).value());
-        // A logit bias: sampled on the host; its logprobs stay the model's own.
+        // A logit bias: its logprobs stay the model's own.
         SamplingParams biased = greedy(7);
         biased.logprobs = 3;
         biased.logit_bias = {{42, 100.0f}, {17, -100.0f}};
@@ -365,9 +367,9 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
   CHECK(stopped >= 2);
 }
 
-TEST_CASE("penalties sample the same on the backend's sampler as on the host's") {
-  // Logprobs with penalties keep a request on the host path (a copy of its raw row); without them the backend applies
-  // the penalties and selects. Same seed, same draws.
+TEST_CASE("penalties draw the same with logprobs as without, and the logprobs are the model's") {
+  // With logprobs the backend keeps the logits the penalties replace and puts them back after the selection, for the
+  // logprobs: the draws must not change. Same seed, same draws.
   EngineConfig c;
   c.model = kModel;
   c.num_kv_blocks = 64;
@@ -383,16 +385,23 @@ TEST_CASE("penalties sample the same on the backend's sampler as on the host's")
   SamplingParams with_logprobs = p;
   with_logprobs.logprobs = 1;
   const std::vector<int32_t> prompt = {3, 3, 7, 1, 9, 3};
-  const uint64_t device = engine->submit(prompt, p).value();
-  const uint64_t host = engine->submit(prompt, with_logprobs).value();
-  SamplingParams plain = p;  // and the penalties do change the draws
+  const uint64_t without = engine->submit(prompt, p).value();
+  const uint64_t with = engine->submit(prompt, with_logprobs).value();
+  SamplingParams plain = with_logprobs;  // and the penalties do change the draws
   plain.repetition_penalty = 1.0f;
   plain.presence_penalty = plain.frequency_penalty = 0.0f;
   const uint64_t unpenalised = engine->submit(prompt, plain).value();
   const auto results = run_all(*engine);
-  CHECK(results.at(device).tokens.size() == 24);
-  CHECK(results.at(device).tokens == results.at(host).tokens);
-  CHECK(results.at(device).tokens != results.at(unpenalised).tokens);
+  CHECK(results.at(without).tokens.size() == 24);
+  CHECK(results.at(without).tokens == results.at(with).tokens);
+  CHECK(results.at(without).tokens != results.at(unpenalised).tokens);
+  // The first tokens of both are drawn from the same model row (the penalties move its logits, and with them the
+  // normaliser): the top logprob reported is that row's, penalties or not.
+  REQUIRE(results.at(with).logprobs.size() == 24);
+  const TokenLogprob& penalised_first = results.at(with).logprobs[0];
+  const TokenLogprob& plain_first = results.at(unpenalised).logprobs.at(0);
+  REQUIRE(penalised_first.top.size() == 1);
+  CHECK(penalised_first.top == plain_first.top);
 }
 
 TEST_CASE("the CPU's default KV cache is sized for the work, not for half of the machine") {

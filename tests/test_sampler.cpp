@@ -1,4 +1,5 @@
-// The sampler: support sets of top-k / top-p / min-p, penalties, greedy ties, reproducible random streams.
+// The sampler: support sets of top-k / top-p / min-p, logit bias and penalties, greedy ties, reproducible random
+// streams; through the CPU backend's sample(), which the GPU's is tested against.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -6,9 +7,11 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "core/random.hpp"
+#include "cpu/cpu_backend.hpp"
 #include "cpu/kernels.hpp"
 #include "engine/sampler.hpp"
 
@@ -23,15 +26,41 @@ std::vector<float> logits_of(const std::vector<double>& probs) {
   return l;
 }
 
+// What one draw gives besides its token.
+struct Draw {
+  int32_t token = -1;
+  TokenLogprob logprob;         // when asked for
+  std::vector<float> row;       // the row as sample() left it
+  std::vector<int32_t> counts;  // append_logit_adjustments' scratch afterwards
+};
+
+// Draw `index` of stream `seed` from one row of logits through the CPU backend's sampler, as the engine asks for it:
+// the request's adjustments (append_logit_adjustments) applied by the backend, then the selection.
+Draw draw(std::span<const float> logits, const SamplingParams& p, std::span<const int32_t> prompt = {},
+          std::span<const int32_t> output = {}, uint64_t seed = 1, uint64_t index = 0, int logprobs = -1) {
+  static const auto backend = make_cpu_backend(default_cpu_allocator());
+  const auto vocab = static_cast<int64_t>(logits.size());
+  Tensor row = Tensor::empty({1, vocab}, DType::kF32, backend->allocator()).value();
+  std::copy(logits.begin(), logits.end(), row.data<float>());
+  Tensor ids = Tensor::empty({1}, DType::kI32, backend->allocator()).value();
+  SampleRequest r = sample_request(p, seed, index);
+  r.logprobs = logprobs;
+  Draw d;
+  std::vector<LogitAdjustment> adjustments;
+  if (has_adjustments(p)) append_logit_adjustments(p, prompt, output, d.counts, adjustments);
+  r.adjustment_count = static_cast<int32_t>(adjustments.size());
+  REQUIRE(backend->sample(row, {&r, 1}, adjustments, ids, &d.token).is_ok());
+  REQUIRE(backend->wait_samples().is_ok());
+  if (logprobs >= 0) REQUIRE(backend->sampled_logprobs({&d.logprob, 1}).is_ok());
+  d.row.assign(row.data<float>(), row.data<float>() + vocab);
+  return d;
+}
+
 // Draws `n` tokens with independent uniforms; returns how often each id came up.
-std::vector<int> histogram(const std::vector<float>& logits, const SamplingParams& p, int n,
-                           std::vector<int32_t> prompt = {}, std::vector<int32_t> output = {}) {
-  SamplerScratch scratch;
+std::vector<int> histogram(const std::vector<float>& logits, const SamplingParams& p, int n) {
   std::vector<int> counts(logits.size());
-  for (int i = 0; i < n; ++i) {
-    const int32_t t = sample_next_token(logits, p, prompt, output, 99, static_cast<uint64_t>(i), scratch);
-    counts[static_cast<size_t>(t)]++;
-  }
+  for (int i = 0; i < n; ++i)
+    counts[static_cast<size_t>(draw(logits, p, {}, {}, 99, static_cast<uint64_t>(i)).token)]++;
   return counts;
 }
 
@@ -126,51 +155,84 @@ TEST_CASE("repetition, presence and frequency penalties") {
   SamplingParams p;
   p.temperature = 0.0f;
   const std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.05f};
-  SamplerScratch s;
-  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 0);
+  CHECK(draw(logits, p).token == 0);
   p.repetition_penalty = 2.0f;  // 2.0 -> 1.0 for token 0 (in the prompt)
   const std::vector<int32_t> prompt = {0, 0, 0};
-  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 1);
+  CHECK(draw(logits, p, prompt).token == 1);
   // Negative logits are multiplied: token 2 (in the output) falls from -1.0 to -2.0, below token 3.
   const std::vector<float> negative = {-1.0f, -1.05f};
   const std::vector<int32_t> out0 = {0};
-  CHECK(sample_next_token(negative, p, {}, out0, 1, 0, s) == 1);
+  CHECK(draw(negative, p, {}, out0).token == 1);
   p.repetition_penalty = 1.0f;
   p.presence_penalty = 0.05f;
   const std::vector<int32_t> output = {0, 0};
-  CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 0);  // 2.0 - 0.05 > 1.9
-  p.frequency_penalty = 0.04f;                                    // 2.0 - 0.05 - 2 * 0.04 < 1.9
-  CHECK(sample_next_token(logits, p, {}, output, 1, 0, s) == 1);
-  // The scratch counters are left zeroed for the next call.
-  for (int32_t c : s.counts) CHECK(c == 0);
+  CHECK(draw(logits, p, {}, output).token == 0);  // 2.0 - 0.05 > 1.9
+  p.frequency_penalty = 0.04f;                    // 2.0 - 0.05 - 2 * 0.04 < 1.9
+  const Draw d = draw(logits, p, {}, output);
+  CHECK(d.token == 1);
+  // The row keeps its adjustments (no logprobs were asked for), and the scratch counters are zeroed for the next call.
+  CHECK(d.row == std::vector<float>{2.0f - (0.05f + 0.04f * 2), 1.9f, -1.0f, -1.05f});
+  for (int32_t c : d.counts) CHECK(c == 0);
   // Prompt tokens do not count for presence/frequency.
-  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 0);
+  CHECK(draw(logits, p, prompt).token == 0);
 }
 
-TEST_CASE("a logit bias is added before the penalties, and the caller's row is left as it was") {
+TEST_CASE("a logit bias is added before the penalties; logprobs are of the model's row") {
   SamplingParams p;
   p.temperature = 0.0f;
   const std::vector<float> logits = {2.0f, 1.9f, -1.0f, -1.05f};
-  const std::vector<float> before = logits;
-  SamplerScratch s;
   p.logit_bias = {{0, -0.2f}};  // 1.8 < 1.9
-  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 1);
+  CHECK(draw(logits, p).token == 1);
   p.logit_bias = {{3, 3.1f}};  // 2.05 > 2.0
-  CHECK(sample_next_token(logits, p, {}, {}, 1, 0, s) == 3);
+  CHECK(draw(logits, p).token == 3);
   // The bias comes before the repetition penalty (tokens 0 and 2 in the prompt; token 0 falls from 2.0 to 1.0):
   // token 2 biased by 5 to 4.0 is halved to 2.0 and beats token 1's 1.9; biased by 4.5 to 3.5 it is halved to 1.75
   // and loses, where a bias after the penalty (-1.0 -> -2.0, + 4.5 = 2.5) would have won.
   p.logit_bias = {{2, 5.0f}};
   p.repetition_penalty = 2.0f;
   const std::vector<int32_t> prompt = {0, 2};
-  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 2);
-  p.logit_bias = {{2, 4.5f}};
-  CHECK(sample_next_token(logits, p, prompt, {}, 1, 0, s) == 1);
+  CHECK(draw(logits, p, prompt).token == 2);
+  p.logit_bias = {{2, 4.5f}, {1, 0.25f}};  // token 1 only biased: no repetition penalty, 2.15 > 1.75
+  const Draw d = draw(logits, p, prompt);
+  CHECK(d.token == 1);
+  for (int32_t c : d.counts) CHECK(c == 0);
+  // With logprobs the row is the model's again afterwards, and the logprobs are its own, whatever was drawn.
+  const Draw with = draw(logits, p, prompt, {}, 1, 0, 2);
+  CHECK(with.token == 1);
+  CHECK(with.row == logits);
+  const TokenLogprob model = cpu::token_logprob(logits, 1, 2);
+  CHECK(with.logprob.token == 1);
+  CHECK(with.logprob.logprob == model.logprob);
+  CHECK(with.logprob.top == model.top);
   // Sampling with temperature: -100 all but bans the most likely token.
   p = SamplingParams{};
   p.logit_bias = {{0, -100.0f}};
-  for (uint64_t i = 0; i < 200; ++i) CHECK(sample_next_token(logits, p, {}, {}, 5, i, s) != 0);
-  CHECK(logits == before);
+  for (uint64_t i = 0; i < 200; ++i) CHECK(draw(logits, p, {}, {}, 5, i).token != 0);
+}
+
+TEST_CASE("the logit adjustments list each token once, with its bias and whether it is in context") {
+  SamplingParams p;
+  std::vector<int32_t> counts;
+  std::vector<LogitAdjustment> out = {{9, 9, 9.0f, 9}};  // an earlier request's entry stays
+  const std::vector<int32_t> prompt = {5, 3, 5}, output = {3, 7, 7};
+  p.logit_bias = {{7, 1.5f}, {11, -2.0f}};
+  append_logit_adjustments(p, prompt, output, counts, out);  // no penalties: the biased tokens only
+  REQUIRE(out.size() == 3);
+  CHECK((out[1].token == 7 && out[1].bias == 1.5f && out[1].in_context == 0 && out[1].output_count == 0));
+  CHECK((out[2].token == 11 && out[2].bias == -2.0f));
+  out.resize(1);
+  p.presence_penalty = 0.5f;
+  append_logit_adjustments(p, prompt, output, counts, out);
+  REQUIRE(out.size() == 5);
+  const auto entry = [&](size_t i) {
+    return std::make_tuple(out[i].token, out[i].output_count, out[i].bias, out[i].in_context);
+  };
+  CHECK(entry(0) == std::make_tuple(9, 9, 9.0f, 9));
+  CHECK(entry(1) == std::make_tuple(5, 0, 0.0f, 1));
+  CHECK(entry(2) == std::make_tuple(3, 1, 0.0f, 1));
+  CHECK(entry(3) == std::make_tuple(7, 2, 1.5f, 1));
+  CHECK(entry(4) == std::make_tuple(11, 0, -2.0f, 0));
+  for (int32_t c : counts) CHECK(c == 0);
 }
 
 TEST_CASE("random streams depend only on (seed, index, lane)") {

@@ -217,20 +217,22 @@ class Backend {
 
   /// Chooses one token per request from f32 logits [rows, vocab] into `ids` (i32 on this backend, >= requests.size()
   /// entries) and copies them to `host_ids` (>= requests.size() entries; memory from allocate_host, so the copy is
-  /// asynchronous): first each request's penalties over its entries of `penalty_tokens`, applied to its row in
-  /// place (requests with penalties name distinct rows), then the selection — the same arithmetic and draws as
-  /// cpu::apply_penalties and cpu::sample_row. Enqueued in order with the other operations: it returns before the
-  /// ids exist, so a following pass can use them on the device (embed's placeholders) while they travel to the
-  /// host. wait_samples() waits for them, and must be called before the next sample() call. `requests` and
-  /// `penalty_tokens` are read before the call returns.
+  /// asynchronous): first each request's adjustments (logit bias and penalties) over its entries of `adjustments`,
+  /// applied to its row in place (requests with adjustments name distinct rows), then the selection — the same
+  /// arithmetic and draws as cpu::adjust_logits and cpu::sample_row. The rows of requests with logprobs >= 0 are
+  /// the model's again afterwards (their logprobs are of the unadjusted logits); the others keep their adjustments.
+  /// Enqueued in order with the other operations: it returns before the ids exist, so a following pass can use them
+  /// on the device (embed's placeholders) while they travel to the host. wait_samples() waits for them, and must be
+  /// called before the next sample() call. `requests` and `adjustments` are read before the call returns.
   virtual Status sample(Tensor& logits, std::span<const SampleRequest> requests,
-                        std::span<const PenaltyToken> penalty_tokens, Tensor& ids, int32_t* host_ids) = 0;
+                        std::span<const LogitAdjustment> adjustments, Tensor& ids, int32_t* host_ids) = 0;
   /// Waits until the ids of the last sample() call are in its host_ids; returns any error of the enqueued work.
   virtual Status wait_samples() = 0;
   /// After wait_samples(): for each request of the last sample() call with logprobs >= 0, in their order, into
-  /// out[j] (out.size() == their count): its chosen token's log-softmax and its row's `logprobs` most likely tokens,
-  /// as token_logprobs gives them — computed on the device with the selection, so only they cross to the host. The
-  /// same answers on every call until the next sample(). Errors: kInvalidArgument when out.size() is not that count.
+  /// out[j] (out.size() == their count): its chosen token's log-softmax and its row's `logprobs` most likely tokens
+  /// in the model's logits (before the adjustments), as token_logprobs gives them — computed on the device with the
+  /// selection, so only they cross to the host. The same answers on every call until the next sample(). Errors:
+  /// kInvalidArgument when out.size() is not that count.
   virtual Status sampled_logprobs(std::span<TokenLogprob> out) = 0;
   /// For each query, into out[i] (out.size() == queries.size()): the log-softmax of f32 logits [rows, vocab] at row
   /// queries[i].row for token queries[i].token, and that row's `top_k` (0 to kMaxTopLogprobs) most likely tokens with

@@ -143,30 +143,36 @@ class CpuBackend final : public Backend {
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
 
-  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
+  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const LogitAdjustment> adjustments,
                 Tensor& ids, int32_t* host_ids) override {
     const auto vocab = static_cast<size_t>(logits.size(1));
     const auto row = [&](const SampleRequest& r) {
       return std::span<float>(logits.data<float>() + static_cast<size_t>(r.row) * vocab, vocab);
     };
-    for (const SampleRequest& r : requests) {  // all penalties first, as on the GPU
-      cpu::apply_penalties(
-          row(r), r,
-          penalty_tokens.subspan(static_cast<size_t>(r.penalty_begin), static_cast<size_t>(r.penalty_count)));
+    // All adjustments first, as on the GPU; the logits they replace are kept where logprobs are wanted.
+    saved_logits_.resize(adjustments.size());
+    for (const SampleRequest& r : requests) {
+      const auto begin = static_cast<size_t>(r.adjustment_begin), count = static_cast<size_t>(r.adjustment_count);
+      const std::span<float> saved =
+          r.logprobs >= 0 ? std::span<float>(saved_logits_).subspan(begin, count) : std::span<float>();
+      cpu::adjust_logits(row(r), r, adjustments.subspan(begin, count), saved);
     }
     asking_.clear();
     for (size_t i = 0; i < requests.size(); ++i) {
       ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row(row(requests[i]), requests[i], sample_ids_);
       if (requests[i].logprobs >= 0) asking_.push_back(i);
     }
-    // The chosen tokens' logprobs: a log-softmax over the vocabulary each, spread over the cores.
+    // The chosen tokens' logprobs, from the model's rows: a log-softmax over the vocabulary each, over the cores.
     sampled_logprobs_.resize(asking_.size());
     const auto n = static_cast<int64_t>(asking_.size());
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int64_t j = 0; j < n; ++j) {
-      const size_t i = asking_[static_cast<size_t>(j)];
+      const SampleRequest& r = requests[asking_[static_cast<size_t>(j)]];
+      const auto begin = static_cast<size_t>(r.adjustment_begin), count = static_cast<size_t>(r.adjustment_count);
+      cpu::restore_logits(row(r), adjustments.subspan(begin, count),
+                          std::span<const float>(saved_logits_).subspan(begin, count));
       sampled_logprobs_[static_cast<size_t>(j)] =
-          cpu::token_logprob(row(requests[i]), host_ids[i], requests[i].logprobs);
+          cpu::token_logprob(row(r), host_ids[asking_[static_cast<size_t>(j)]], r.logprobs);
     }
     return Status::ok();
   }
@@ -200,6 +206,7 @@ class CpuBackend final : public Backend {
  private:
   Allocator& allocator_;
   std::vector<int32_t> sample_ids_;             // sampling scratch
+  std::vector<float> saved_logits_;             // the logits the adjustments replaced, per adjustment
   std::vector<size_t> asking_;                  // the last sample() call's requests with logprobs
   std::vector<TokenLogprob> sampled_logprobs_;  // and their chosen tokens' logprobs
 };

@@ -81,9 +81,13 @@ double log_sum_exp(std::span<const float> logits);
 /// log_softmax(logits)[token] (logit - log_sum_exp) and the top `k` (k may be 0; at most the vocabulary) tokens with
 /// theirs, best first, ties by the lower id.
 TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int k);
-/// A request's penalties on its row of logits, in place, over its penalty tokens (SampleRequest): the repetition
-/// penalty on every token, then presence + frequency * count subtracted for the tokens its output holds; each
-/// product and sum rounded to f32 on its own (no fused multiply-add), as the GPU kernel does.
-void apply_penalties(std::span<float> logits, const SampleRequest& p, std::span<const PenaltyToken> tokens);
+/// A request's adjustments on its row of logits, in place, over its entries (LogitAdjustment: the bias, the
+/// repetition penalty for tokens in context, then presence + frequency * count for tokens the output holds); each
+/// product and sum rounded to f32 on its own (no fused multiply-add), as the GPU kernel does. When `saved` is not
+/// empty (entries.size() floats) the logits before the adjustments are written there, for restore_logits.
+void adjust_logits(std::span<float> logits, const SampleRequest& p, std::span<const LogitAdjustment> entries,
+                   std::span<float> saved = {});
+/// Undoes adjust_logits: writes `saved` (from adjust_logits over the same entries) back to the entries' tokens.
+void restore_logits(std::span<float> logits, std::span<const LogitAdjustment> entries, std::span<const float> saved);
 
 }  // namespace photon::cpu

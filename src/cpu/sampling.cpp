@@ -1,6 +1,5 @@
-// Penalties, token selection and log-probabilities over one row of logits on the host: the CPU backend's sampler
-// and logprobs, the engine's host path (the logprobs of tokens sampled on the host) and the reference the GPU's
-// kernels are tested against.
+// Logit adjustments (bias and penalties), token selection and log-probabilities over one row of logits on the
+// host: the CPU backend's sampler and logprobs, and the reference the GPU's kernels are tested against.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,17 +11,27 @@
 
 namespace photon::cpu {
 
-void apply_penalties(std::span<float> logits, const SampleRequest& p, std::span<const PenaltyToken> tokens) {
+void adjust_logits(std::span<float> logits, const SampleRequest& p, std::span<const LogitAdjustment> entries,
+                   std::span<float> saved) {
   const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-  for (const PenaltyToken& e : tokens) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const LogitAdjustment& e = entries[i];
     float& l = logits[static_cast<size_t>(e.token)];
-    if (p.repetition_penalty != 1.0f) l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    if (!saved.empty()) saved[i] = l;
+    if (e.bias != 0.0f) l = l + e.bias;
+    if (e.in_context != 0 && p.repetition_penalty != 1.0f) {
+      l = l > 0.0f ? l / p.repetition_penalty : l * p.repetition_penalty;
+    }
     if (additive && e.output_count > 0) {
       const float frequency = p.frequency_penalty * static_cast<float>(e.output_count);
       const float total = p.presence_penalty + frequency;
       l = l - total;
     }
   }
+}
+
+void restore_logits(std::span<float> logits, std::span<const LogitAdjustment> entries, std::span<const float> saved) {
+  for (size_t i = 0; i < entries.size(); ++i) logits[static_cast<size_t>(entries[i].token)] = saved[i];
 }
 
 namespace {

@@ -54,7 +54,8 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(gemm_workspace_, cuda::Gemm::kWorkspaceBytes);
     allocator_.deallocate(attention_workspace_, kAttentionWorkspaceBytes);
     allocator_.deallocate(sample_args_.device, sample_args_.capacity);
-    allocator_.deallocate(penalty_tokens_.device, penalty_tokens_.capacity);
+    allocator_.deallocate(adjustments_.device, adjustments_.capacity);
+    allocator_.deallocate(saved_logits_.device, saved_logits_.capacity);
     allocator_.deallocate(logprob_queries_.device, logprob_queries_.capacity);
     allocator_.deallocate(logprob_answers_.device, logprob_answers_.capacity);
     allocator_.deallocate(sampled_answers_.device, sampled_answers_.capacity);
@@ -302,7 +303,7 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const PenaltyToken> penalty_tokens,
+  Status sample(Tensor& logits, std::span<const SampleRequest> requests, std::span<const LogitAdjustment> adjustments,
                 Tensor& ids, int32_t* host_ids) override {
     const size_t n = requests.size();
     sampled_logprobs_.clear();
@@ -311,23 +312,33 @@ class CudaBackend final : public Backend {
     if (n == 0) return Status::ok();
     // The previous call's uploads have run: its ids were waited for.
     PHOTON_ASSIGN_OR_RETURN(const void* args, upload(sample_args_, requests.data(), n * sizeof(SampleRequest)));
-    if (!penalty_tokens.empty()) {
-      PHOTON_ASSIGN_OR_RETURN(const void* tokens, upload(penalty_tokens_, penalty_tokens.data(),
-                                                         penalty_tokens.size() * sizeof(PenaltyToken)));
-      cuda::apply_penalties(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
-                            static_cast<int>(n), static_cast<const PenaltyToken*>(tokens), stream_);
+    const auto* sample_args = static_cast<const SampleRequest*>(args);
+    const LogitAdjustment* entries = nullptr;
+    float* saved = nullptr;  // the logits the adjustments replace, for the rows whose logprobs are wanted
+    if (!adjustments.empty()) {
+      PHOTON_ASSIGN_OR_RETURN(const void* list,
+                              upload(adjustments_, adjustments.data(), adjustments.size() * sizeof(LogitAdjustment)));
+      entries = static_cast<const LogitAdjustment*>(list);
+      PHOTON_RETURN_IF_ERROR(grow(saved_logits_, adjustments.size() * sizeof(float)));
+      saved = static_cast<float*>(saved_logits_.device);
+      cuda::adjust_logits(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n), entries,
+                          saved, stream_);
     }
-    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
-                      static_cast<int>(n), ids.data<int32_t>(), stream_);
+    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n),
+                      ids.data<int32_t>(), stream_);
     for (size_t i = 0; i < n; ++i) {
       if (requests[i].logprobs >= 0) sampled_logprobs_.emplace_back(static_cast<int32_t>(i), requests[i].logprobs);
     }
-    if (!sampled_logprobs_.empty()) {  // the chosen tokens' logprobs, from the rows before anything else writes them
+    if (!sampled_logprobs_.empty()) {  // the chosen tokens' logprobs, from the model's rows
+      if (entries != nullptr) {
+        cuda::restore_logits(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n), entries,
+                             saved, stream_);
+      }
       const size_t bytes = n * cuda::kSampledLogprobWords * sizeof(uint32_t);
       PHOTON_RETURN_IF_ERROR(grow(sampled_answers_, bytes));
       auto* answers = static_cast<uint32_t*>(sampled_answers_.device);
-      cuda::sampled_logprobs(logits.data<float>(), to_int(logits.size(1)), static_cast<const SampleRequest*>(args),
-                             static_cast<int>(n), ids.data<int32_t>(), answers, stream_);
+      cuda::sampled_logprobs(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n),
+                             ids.data<int32_t>(), answers, stream_);
       PHOTON_CUDA_RETURN_IF_ERROR(
           cudaMemcpyAsync(sampled_answers_.host.get(), answers, bytes, cudaMemcpyDeviceToHost, stream_));
     }
@@ -514,7 +525,8 @@ class CudaBackend final : public Backend {
   Tensor dequantized_;                // bf16 scratch for int8 weights in the GEMM path (reserve_dequantized)
   cuda::W8a16Choices w8a16_choices_;  // the int8 GEMM path for each weight shape and row count (prepare_weight)
   std::vector<cudaGraphExec_t> graphs_;
-  UploadBuffer sample_args_, penalty_tokens_;              // sample(): the requests and their penalty tokens
+  UploadBuffer sample_args_, adjustments_;                 // sample(): the requests and their logit adjustments
+  UploadBuffer saved_logits_;                              // sample(): the logits adjustments replaced (device only)
   UploadBuffer logprob_queries_;                           // token_logprobs(): the queries
   UploadBuffer logprob_answers_;                           // and their answers, copied back through the host mirror
   UploadBuffer sampled_answers_;                           // sample(): the chosen tokens' logprobs, where asked for

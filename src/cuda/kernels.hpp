@@ -142,7 +142,7 @@ void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const in
 
 /// One token per row: argmax when temperature is 0, else Gumbel-max over logits[row] / temperature among the top_k
 /// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
-/// whose probability is at least min_p times the top one's (penalties first: apply_penalties). `requests` [n] on the
+/// whose probability is at least min_p times the top one's (adjustments first: adjust_logits). `requests` [n] on the
 /// device.
 void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, int32_t* out_ids,
                  cudaStream_t s);
@@ -158,11 +158,16 @@ constexpr int kSampledLogprobWords = 1 + 2 * kMaxTopLogprobs;
 /// (ids [n], device) with its `logprobs` top tokens; out [n, kSampledLogprobWords] (the others' entries untouched).
 void sampled_logprobs(const float* logits, int vocab, const SampleRequest* requests, int n, const int32_t* ids,
                       uint32_t* out, cudaStream_t s);
-/// For each of the n rows with penalty tokens, in place: the repetition penalty on each listed token (logit / p when
-/// positive, else * p), then presence + frequency * output_count subtracted where the output holds it, every
-/// operation rounded on its own as cpu::apply_penalties does. Rows with penalties must be distinct.
-void apply_penalties(float* logits, int vocab, const SampleRequest* requests, int n, const PenaltyToken* tokens,
-                     cudaStream_t s);
+/// For each of the n requests with adjustments (device memory), in place on its row: each listed token's bias, its
+/// repetition penalty (logit / p when positive, else * p) when in context, then presence + frequency * output_count
+/// subtracted where the output holds it, every operation rounded on its own as cpu::adjust_logits does. Rows with
+/// adjustments must be distinct. For requests with logprobs >= 0, the logits replaced are kept in saved[begin + i]
+/// (one float per entry of `entries`), for restore_logits.
+void adjust_logits(float* logits, int vocab, const SampleRequest* requests, int n, const LogitAdjustment* entries,
+                   float* saved, cudaStream_t s);
+/// Undoes adjust_logits on the rows of the requests with logprobs >= 0, from what it kept in `saved`.
+void restore_logits(float* logits, int vocab, const SampleRequest* requests, int n, const LogitAdjustment* entries,
+                    const float* saved, cudaStream_t s);
 
 /// Where the one-shot all-reduce between the GPUs of one process finds every rank's workspace: base[r] is rank r's
 /// peer_all_reduce_workspace_bytes(size) bytes of device memory on its own GPU, zeroed before first use, readable and

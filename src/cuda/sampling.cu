@@ -10,17 +10,20 @@ namespace photon::cuda {
 namespace {
 
 // One block per row; each listed token is distinct, so the threads never touch the same logit. The _rn intrinsics
-// keep every product and sum rounded on its own (no fused multiply-add), as the host computes them.
+// keep every product and sum rounded on its own (no fused multiply-add), as the host computes them. The logits of
+// rows whose logprobs are wanted are kept in `saved` first (one float per entry), for restore_kernel.
 __global__ void __launch_bounds__(kThreads)
-    penalties_kernel(float* logits, int vocab, const SampleRequest* args, const PenaltyToken* tokens) {
+    adjust_kernel(float* logits, int vocab, const SampleRequest* args, const LogitAdjustment* entries, float* saved) {
   const SampleRequest a = args[blockIdx.x];
-  if (a.penalty_count == 0) return;
+  if (a.adjustment_count == 0) return;
   float* row = logits + static_cast<int64_t>(a.row) * vocab;
   const bool additive = a.presence_penalty != 0.0f || a.frequency_penalty != 0.0f;
-  for (int i = threadIdx.x; i < a.penalty_count; i += kThreads) {
-    const PenaltyToken e = tokens[a.penalty_begin + i];
+  for (int i = threadIdx.x; i < a.adjustment_count; i += kThreads) {
+    const LogitAdjustment e = entries[a.adjustment_begin + i];
     float l = row[e.token];
-    if (a.repetition_penalty != 1.0f) {
+    if (a.logprobs >= 0) saved[a.adjustment_begin + i] = l;
+    if (e.bias != 0.0f) l = __fadd_rn(l, e.bias);
+    if (e.in_context != 0 && a.repetition_penalty != 1.0f) {
       l = l > 0.0f ? __fdiv_rn(l, a.repetition_penalty) : __fmul_rn(l, a.repetition_penalty);
     }
     if (additive && e.output_count > 0) {
@@ -28,6 +31,17 @@ __global__ void __launch_bounds__(kThreads)
       l = __fsub_rn(l, __fadd_rn(a.presence_penalty, frequency));
     }
     row[e.token] = l;
+  }
+}
+
+// Writes back what adjust_kernel kept: the rows whose logprobs are wanted become the model's again.
+__global__ void __launch_bounds__(kThreads) restore_kernel(float* logits, int vocab, const SampleRequest* args,
+                                                           const LogitAdjustment* entries, const float* saved) {
+  const SampleRequest a = args[blockIdx.x];
+  if (a.adjustment_count == 0 || a.logprobs < 0) return;
+  float* row = logits + static_cast<int64_t>(a.row) * vocab;
+  for (int i = threadIdx.x; i < a.adjustment_count; i += kThreads) {
+    row[entries[a.adjustment_begin + i].token] = saved[a.adjustment_begin + i];
   }
 }
 
@@ -110,9 +124,14 @@ void sample_rows(const float* logits, int vocab, const SampleRequest* args, int 
   if (n > 0) sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
 }
 
-void apply_penalties(float* logits, int vocab, const SampleRequest* args, int n, const PenaltyToken* tokens,
-                     cudaStream_t s) {
-  if (n > 0) penalties_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, tokens);
+void adjust_logits(float* logits, int vocab, const SampleRequest* args, int n, const LogitAdjustment* entries,
+                   float* saved, cudaStream_t s) {
+  if (n > 0) adjust_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, entries, saved);
+}
+
+void restore_logits(float* logits, int vocab, const SampleRequest* args, int n, const LogitAdjustment* entries,
+                    const float* saved, cudaStream_t s) {
+  if (n > 0) restore_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, entries, saved);
 }
 
 }  // namespace photon::cuda

@@ -37,9 +37,9 @@ struct LaunchedStep {
   /// out.scheduled indices, as device_owner.
   std::vector<size_t> logprob_owner;
   int32_t* host_ids = nullptr;
-  /// Some row of `logits` is read on the host (prompt logprobs, host sampling): no other step may launch before this
-  /// one completes, so it never stays in flight.
-  bool reads_rows_on_host = false;
+  /// Prompt logprobs are read from `logits` when the step completes: no other step may launch before then (it would
+  /// write the logits), so this one never stays in flight.
+  bool reads_prompt_logprobs = false;
 };
 
 // Internal: hidden from the shared library's exported symbols (the class around it is public API).
@@ -68,11 +68,10 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::unordered_map<uint64_t, TextStream> text_streams;  // per request id, with a tokenizer
   std::optional<LaunchedStep> inflight;                   // launched, not yet completed
   int next_host_ids = 0;
-  SamplerScratch scratch;
-  std::vector<float> host_logits_buffer;      // rows of host-sampled requests, copied from a GPU
   std::vector<LogprobQuery> logprob_queries;  // one request's prompt logprobs of a step
   std::vector<SampleRequest> device_samples;
-  std::vector<PenaltyToken> penalty_tokens;
+  std::vector<LogitAdjustment> logit_adjustments;
+  std::vector<int32_t> adjustment_counts;  // append_logit_adjustments' scratch
   int64_t num_steps = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_generated_tokens = 0;
@@ -117,12 +116,11 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   bool may_launch_ahead(const LaunchedStep& step) const;
   /// Waits for the step's ids, reads what the host needs, commits them to the scheduler and emits the events.
   Status complete(LaunchedStep& step);
-  /// The host's part of a step: prompt logprobs (computed by the backend), and the sampling (with logprobs) of
-  /// requests that sample on the host. Writes the ids sampled here into `sampled` (-1 elsewhere); errors: the
-  /// backend's.
-  Status read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events, std::vector<int32_t>& sampled);
-  /// After the step's samples arrived: the logprobs of the tokens sampled on the device for requests that asked,
-  /// into their events. Errors: the backend's.
+  /// The prompt logprobs of the step's rows (computed by the backend where the logits are) into the events of the
+  /// requests that asked. Errors: the backend's.
+  Status read_prompt_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events);
+  /// After the step's samples arrived: the logprobs of the tokens sampled for requests that asked, into their
+  /// events. Errors: the backend's.
   Status read_device_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events);
   /// Finishes every request of `out` with `status` (the engine stays usable) and returns it.
   Status fail(const SchedulerOutput& out, const Status& status);

@@ -1,49 +1,57 @@
 #include "engine/sampler.hpp"
 
-#include "cpu/kernels.hpp"
-
 #include <algorithm>
 #include <cmath>
 
 namespace photon {
+
+namespace {
+
 bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-void append_penalty_tokens(std::span<const int32_t> prompt, std::span<const int32_t> output,
-                           std::vector<int32_t>& counts, std::vector<PenaltyToken>& out) {
-  // counts[t]: occurrences in the output, then -1 once t is listed; all zero again on return.
-  for (int32_t t : output) {
+}  // namespace
+
+bool has_adjustments(const SamplingParams& p) { return has_penalties(p) || !p.logit_bias.empty(); }
+
+void append_logit_adjustments(const SamplingParams& p, std::span<const int32_t> prompt, std::span<const int32_t> output,
+                              std::vector<int32_t>& counts, std::vector<LogitAdjustment>& out) {
+  auto at = [&](int32_t t) -> int32_t& {
     if (static_cast<size_t>(t) >= counts.size()) counts.resize(static_cast<size_t>(t) + 1, 0);
-    ++counts[static_cast<size_t>(t)];
-  }
-  auto list = [&](int32_t t) {
-    if (static_cast<size_t>(t) >= counts.size()) counts.resize(static_cast<size_t>(t) + 1, 0);
-    int32_t& c = counts[static_cast<size_t>(t)];
-    if (c < 0) return;
-    out.push_back({t, c});
-    c = -1;
+    return counts[static_cast<size_t>(t)];
   };
-  for (int32_t t : prompt) list(t);
-  for (int32_t t : output) list(t);
-  for (int32_t t : prompt) counts[static_cast<size_t>(t)] = 0;
-  for (int32_t t : output) counts[static_cast<size_t>(t)] = 0;
+  // counts[t]: occurrences in the output, then -(index + 1) of t's entry in `out` once listed; zero again on return.
+  const bool penalties = has_penalties(p);
+  if (penalties) {
+    for (int32_t t : output) ++at(t);
+    auto list = [&](int32_t t) {
+      int32_t& c = at(t);
+      if (c < 0) return;
+      out.push_back({t, c, 0.0f, 1});
+      c = -static_cast<int32_t>(out.size());
+    };
+    for (int32_t t : prompt) list(t);
+    for (int32_t t : output) list(t);
+  }
+  for (const auto& [t, bias] : p.logit_bias) {  // ids are distinct (SamplingParams::validate)
+    int32_t& c = at(t);
+    if (c < 0) {
+      out[static_cast<size_t>(-c - 1)].bias = bias;
+    } else {
+      out.push_back({t, 0, bias, 0});
+      c = -static_cast<int32_t>(out.size());
+    }
+  }
+  if (penalties) {
+    for (int32_t t : prompt) counts[static_cast<size_t>(t)] = 0;
+    for (int32_t t : output) counts[static_cast<size_t>(t)] = 0;
+  }
+  for (const auto& entry : p.logit_bias) counts[static_cast<size_t>(entry.first)] = 0;
 }
 
 int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-int32_t sample_next_token(std::span<const float> raw, const SamplingParams& p, std::span<const int32_t> prompt,
-                          std::span<const int32_t> output, uint64_t seed, uint64_t index, SamplerScratch& s) {
-  const SampleRequest r = sample_request(p, seed, index);
-  if (!has_penalties(p) && p.logit_bias.empty()) return cpu::sample_row(raw, r, s.ids);
-  s.logits.assign(raw.begin(), raw.end());  // the caller's row stays the model's (its logprobs are read from it)
-  for (const auto& [id, bias] : p.logit_bias) s.logits[static_cast<size_t>(id)] += bias;
-  s.penalties.clear();
-  append_penalty_tokens(prompt, output, s.counts, s.penalties);
-  cpu::apply_penalties(s.logits, r, s.penalties);
-  return cpu::sample_row(s.logits, r, s.ids);
 }
 
 SampleRequest sample_request(const SamplingParams& p, uint64_t seed, uint64_t index) {

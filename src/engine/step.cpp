@@ -14,12 +14,6 @@
 namespace photon {
 namespace {
 
-// Requests the backend's sampler serves completely (penalties, temperature, top-k, top-p, min-p, and the chosen
-// token's logprobs). Those that want logprobs of the raw logits and have penalties, which the device applies to the
-// row in place, sample on the host from a copy of their row, as do those with a logit bias (rare, and a row copy a
-// step). Both apply penalties and select the same way (cpu::apply_penalties, cpu::sample_row).
-bool samples_on_device(const SamplingParams& p) { return p.logit_bias.empty() && (!p.logprobs || !has_penalties(p)); }
-
 // Forgets the requests of a launched step that finished since it was planned (cancelled at a step boundary, or
 // stopped at the step before): their rows are computed but never read, their tokens discarded.
 void drop_finished(SchedulerOutput& out) {
@@ -81,7 +75,7 @@ LaunchedStep Engine::Impl::launch(SchedulerOutput out) {
   step.out = std::move(out);
   for (const ScheduledRequest& s : step.out.scheduled) {
     const Request& r = *s.request;
-    if (r.wants_prompt_logprobs() || (s.sample && !samples_on_device(r.params))) step.reads_rows_on_host = true;
+    if (r.wants_prompt_logprobs()) step.reads_prompt_logprobs = true;
   }
   runner->prepare(step.out);
   auto logits = runner->execute();
@@ -97,22 +91,23 @@ void Engine::Impl::sample(LaunchedStep& step) {
   drop_finished(step.out);
   if (!step.status.is_ok()) return;
   device_samples.clear();
-  penalty_tokens.clear();
+  logit_adjustments.clear();
   step.device_owner.clear();
   step.logprob_owner.clear();
   for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
     const ScheduledRequest& s = step.out.scheduled[i];
-    if (s.request == nullptr || !s.sample || !samples_on_device(s.request->params)) continue;
+    if (s.request == nullptr || !s.sample) continue;
     const Request& r = *s.request;
     SampleRequest d = sample_request(r.params, r.seed, static_cast<uint64_t>(r.num_output_tokens()));
     d.row = s.logits_begin + s.num_logits - 1;
     d.logprobs = r.params.logprobs.value_or(-1);
-    if (has_penalties(r.params)) {
+    if (has_adjustments(r.params)) {
       const std::span<const int32_t> all(r.tokens);
-      d.penalty_begin = static_cast<int32_t>(penalty_tokens.size());
-      append_penalty_tokens(all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                            all.subspan(static_cast<size_t>(r.num_prompt_tokens)), scratch.counts, penalty_tokens);
-      d.penalty_count = static_cast<int32_t>(penalty_tokens.size()) - d.penalty_begin;
+      d.adjustment_begin = static_cast<int32_t>(logit_adjustments.size());
+      append_logit_adjustments(r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                               all.subspan(static_cast<size_t>(r.num_prompt_tokens)), adjustment_counts,
+                               logit_adjustments);
+      d.adjustment_count = static_cast<int32_t>(logit_adjustments.size()) - d.adjustment_begin;
     }
     device_samples.push_back(d);
     step.device_owner.push_back(i);
@@ -121,7 +116,7 @@ void Engine::Impl::sample(LaunchedStep& step) {
   // Two host buffers in turn: the step ahead's ids may land while the host still reads this step's.
   step.host_ids = static_cast<int32_t*>(host_ids[next_host_ids].get());
   next_host_ids ^= 1;
-  step.status = backend->sample(step.logits, device_samples, penalty_tokens, *device_ids, step.host_ids);
+  step.status = backend->sample(step.logits, device_samples, logit_adjustments, *device_ids, step.host_ids);
 }
 
 void Engine::Impl::advance(const LaunchedStep& step) {
@@ -140,7 +135,7 @@ void Engine::Impl::advance(const LaunchedStep& step) {
 }
 
 bool Engine::Impl::may_launch_ahead(const LaunchedStep& step) const {
-  return async && step.status.is_ok() && !step.reads_rows_on_host;
+  return async && step.status.is_ok() && !step.reads_prompt_logprobs;
 }
 
 Status Engine::Impl::complete(LaunchedStep& step) {
@@ -149,7 +144,7 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   const size_t n = step.out.scheduled.size();
   std::vector<RequestEvent> events(n);
   std::vector<int32_t> sampled(n, -1);
-  if (Status st = read_rows_on_host(step, events, sampled); !st) return fail(step.out, st);
+  if (Status st = read_prompt_logprobs(step, events); !st) return fail(step.out, st);
   if (Status st = backend->wait_samples(); !st) return fail(step.out, st);
   for (size_t k = 0; k < step.device_owner.size(); ++k) sampled[step.device_owner[k]] = step.host_ids[k];
   if (Status st = read_device_logprobs(step, events); !st) return fail(step.out, st);
@@ -188,56 +183,30 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   return Status::ok();
 }
 
-Status Engine::Impl::read_rows_on_host(const LaunchedStep& step, std::vector<RequestEvent>& events,
-                                       std::vector<int32_t>& sampled) {
-  if (!step.reads_rows_on_host) return Status::ok();
-  const auto vocab = static_cast<size_t>(info.vocab_size);
-  const bool host_logits = backend->device() == Device::cpu();
-  // Rows [first, first + count) of the logits, readable on the host (copied when they live on a GPU).
-  auto host_rows = [&](int32_t first, int32_t count) -> const float* {
-    if (host_logits) return step.logits.data<float>() + static_cast<size_t>(first) * vocab;
-    host_logits_buffer.resize(static_cast<size_t>(count) * vocab);
-    backend->copy_to_host(step.logits.slice_rows(first, first + count), host_logits_buffer.data(),
-                          host_logits_buffer.size() * sizeof(float));
-    return host_logits_buffer.data();
-  };
+Status Engine::Impl::read_prompt_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events) {
+  if (!step.reads_prompt_logprobs) return Status::ok();
   for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
     const ScheduledRequest& s = step.out.scheduled[i];
-    if (s.request == nullptr) continue;
+    if (s.request == nullptr || !s.request->wants_prompt_logprobs()) continue;
     Request& r = *s.request;
-    if (r.wants_prompt_logprobs()) {  // the scheduler gave every row of the chunk
-      // Prompt logprobs: row j sits at position num_computed + j and predicts the token after it. advance() has
-      // moved num_computed_tokens past the chunk.
-      events[i].prompt_logprobs_begin = r.next_prompt_logprob;
-      const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
-      // Rows [j0, j1) predict the prompt tokens not reported yet (targets chunk_begin + j + 1).
-      const int32_t j0 = std::max(0, r.next_prompt_logprob - chunk_begin - 1);
-      const int32_t j1 = std::min(s.num_logits, r.num_prompt_tokens - chunk_begin - 1);
-      if (j1 > j0) {
-        logprob_queries.clear();
-        for (int32_t j = j0; j < j1; ++j) {
-          logprob_queries.push_back(
-              {s.logits_begin + j, r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1]});
-        }
-        std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
-        out.resize(logprob_queries.size());
-        // The backend computes them where the logits are: only the answers cross from a GPU.
-        if (Status st = backend->token_logprobs(step.logits, logprob_queries, *r.params.prompt_logprobs, out); !st) {
-          return st;
-        }
-        r.next_prompt_logprob = chunk_begin + j1 + 1;
-      }
+    // The scheduler gave every row of the chunk: row j sits at position num_computed + j and predicts the token
+    // after it. advance() has moved num_computed_tokens past the chunk.
+    events[i].prompt_logprobs_begin = r.next_prompt_logprob;
+    const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
+    // Rows [j0, j1) predict the prompt tokens not reported yet (targets chunk_begin + j + 1).
+    const int32_t j0 = std::max(0, r.next_prompt_logprob - chunk_begin - 1);
+    const int32_t j1 = std::min(s.num_logits, r.num_prompt_tokens - chunk_begin - 1);
+    if (j1 <= j0) continue;
+    logprob_queries.clear();
+    for (int32_t j = j0; j < j1; ++j) {
+      logprob_queries.push_back(
+          {s.logits_begin + j, r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1]});
     }
-    if (!s.sample || samples_on_device(r.params)) continue;  // device samples: only their ids come back
-    const float* row = host_rows(s.logits_begin + s.num_logits - 1, 1);
-    // advance() appended a placeholder for the token being chosen: the output so far excludes it.
-    const std::span<const int32_t> all(r.tokens.data(), r.tokens.size() - 1);
-    const uint64_t index = static_cast<uint64_t>(r.num_output_tokens()) - 1;
-    sampled[i] = sample_next_token({row, vocab}, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                                   all.subspan(static_cast<size_t>(r.num_prompt_tokens)), r.seed, index, scratch);
-    if (r.params.logprobs) {
-      events[i].logprobs.push_back(cpu::token_logprob({row, vocab}, sampled[i], *r.params.logprobs));
-    }
+    std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
+    out.resize(logprob_queries.size());
+    // The backend computes them where the logits are: only the answers cross from a GPU.
+    PHOTON_RETURN_IF_ERROR(backend->token_logprobs(step.logits, logprob_queries, *r.params.prompt_logprobs, out));
+    r.next_prompt_logprob = chunk_begin + j1 + 1;
   }
   return Status::ok();
 }
