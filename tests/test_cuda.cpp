@@ -921,7 +921,7 @@ TEST_CASE(
       CHECK(std::abs(got.top[t].second - want.top[t].second) <= 1e-5f * std::max(1.0f, std::abs(want.top[t].second)));
     }
   }
-  std::vector<int32_t> scratch;
+  cpu::SampleScratch scratch;
   for (size_t i = 0; i < reqs.size(); ++i) {
     const auto& r = reqs[i];
     INFO("request " << i << ": row " << r.row << ", temperature " << r.temperature << ", top_k " << r.top_k
@@ -950,7 +950,7 @@ TEST_CASE("CUDA greedy selection takes the lowest id among ties, over large voca
       for (int r = 0; r < rows; ++r) reqs[static_cast<size_t>(rows - 1 - r)].row = r;  // rows in reverse order
       Tensor device_ids = Tensor::empty({rows}, DType::kI32, b.gpu->allocator()).value();
       auto host = b.gpu->allocate_host(static_cast<size_t>(rows) * sizeof(int32_t)).value();
-      std::vector<int32_t> scratch;
+      cpu::SampleScratch scratch;
       for (int launch = 0; launch < 2; ++launch) {
         REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
         REQUIRE(b.gpu->wait_samples().is_ok());

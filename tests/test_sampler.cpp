@@ -151,6 +151,57 @@ TEST_CASE("top-k, top-p and min-p keep exactly their support sets") {
   CHECK(std::abs(counts[1] / 40000.0 - 0.625) < 0.01);
 }
 
+TEST_CASE("top-p over a large vocabulary keeps what sorting the whole vocabulary keeps") {
+  // The reference: every token sorted (logit descending, id ascending), the smallest prefix whose mass reaches top_p
+  // (at least one token), then min_p, then the Gumbel-max draw among what is left.
+  auto reference = [](const std::vector<float>& logits, const SampleRequest& r) {
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
+    const double max_logit = logits[static_cast<size_t>(order[0])];
+    auto scaled = [&](int32_t id) { return (logits[static_cast<size_t>(id)] - max_logit) / r.temperature; };
+    double total = 0.0;
+    for (int32_t id : order) total += std::exp(scaled(id));
+    size_t keep = 0;
+    for (double mass = 0.0; keep < order.size() && (keep == 0 || mass < r.top_p * total);) {
+      mass += std::exp(scaled(order[keep++]));
+    }
+    int32_t best = -1;
+    float best_value = -INFINITY;
+    for (size_t i = 0; i < keep; ++i) {
+      const int32_t id = order[i];
+      if (r.min_p > 0.0f && scaled(id) < std::log(static_cast<double>(r.min_p))) continue;
+      const float v = static_cast<float>(scaled(id)) + gumbel(r.seed, r.index, static_cast<uint32_t>(id));
+      if (best < 0 || v > best_value || (v == best_value && id < best)) {
+        best_value = v;
+        best = id;
+      }
+    }
+    return best;
+  };
+  std::mt19937 rng(21);
+  cpu::SampleScratch scratch;
+  for (const float spread : {0.05f, 1.0f, 4.0f}) {  // nearly flat to peaked; steps of 0.25 give long runs of ties
+    std::normal_distribution<float> d(0.0f, spread);
+    std::vector<float> logits(50000);
+    for (float& l : logits) l = std::round(d(rng) * 4) / 4;
+    for (const float top_p : {0.01f, 0.3f, 0.9f, 0.95f, 0.999f}) {
+      for (uint64_t index = 0; index < 20; ++index) {
+        SampleRequest r;
+        r.temperature = index % 2 == 0 ? 1.0f : 0.6f;
+        r.top_p = top_p;
+        r.min_p = index % 5 == 0 ? 0.2f : 0.0f;
+        r.seed = 3;
+        r.index = index;
+        INFO("spread " << spread << ", top_p " << top_p << ", draw " << index);
+        CHECK(cpu::sample_row(logits, r, scratch) == reference(logits, r));
+      }
+    }
+  }
+}
+
 TEST_CASE("repetition, presence and frequency penalties") {
   SamplingParams p;
   p.temperature = 0.0f;

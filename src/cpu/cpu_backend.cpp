@@ -157,9 +157,17 @@ class CpuBackend final : public Backend {
           r.logprobs >= 0 ? std::span<float>(saved_logits_).subspan(begin, count) : std::span<float>();
       cpu::adjust_logits(row(r), r, adjustments.subspan(begin, count), saved);
     }
+    // The selections, a row per thread (each reads its row only).
+    const auto count = static_cast<int64_t>(requests.size());
+    sample_scratch_.resize(static_cast<size_t>(omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic) if (count > 1)
+    for (int64_t i = 0; i < count; ++i) {
+      cpu::SampleScratch& scratch = sample_scratch_[static_cast<size_t>(omp_get_thread_num())];
+      const SampleRequest& r = requests[static_cast<size_t>(i)];
+      ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row(row(r), r, scratch);
+    }
     asking_.clear();
     for (size_t i = 0; i < requests.size(); ++i) {
-      ids.data<int32_t>()[i] = host_ids[i] = cpu::sample_row(row(requests[i]), requests[i], sample_ids_);
       if (requests[i].logprobs >= 0) asking_.push_back(i);
     }
     // The chosen tokens' logprobs, from the model's rows: a log-softmax over the vocabulary each, over the cores.
@@ -205,10 +213,10 @@ class CpuBackend final : public Backend {
 
  private:
   Allocator& allocator_;
-  std::vector<int32_t> sample_ids_;             // sampling scratch
-  std::vector<float> saved_logits_;             // the logits the adjustments replaced, per adjustment
-  std::vector<size_t> asking_;                  // the last sample() call's requests with logprobs
-  std::vector<TokenLogprob> sampled_logprobs_;  // and their chosen tokens' logprobs
+  std::vector<cpu::SampleScratch> sample_scratch_;  // per OpenMP thread
+  std::vector<float> saved_logits_;                 // the logits the adjustments replaced, per adjustment
+  std::vector<size_t> asking_;                      // the last sample() call's requests with logprobs
+  std::vector<TokenLogprob> sampled_logprobs_;      // and their chosen tokens' logprobs
 };
 
 }  // namespace

@@ -68,12 +68,17 @@ void cache_write(const float* k, const float* v, int64_t ld, int64_t num_tokens,
 /// Causal paged attention of q [T, heads * head_dim] over kv's sequences (see Backend::attention); out likewise.
 void paged_attention(const float* q, int64_t heads, const PagedKv& kv, float scale, float* out);
 
+/// sample_row's buffers, grown to the vocabulary on first use and reused; one per thread.
+struct SampleScratch {
+  std::vector<int32_t> ids;
+  std::vector<uint16_t> keys;
+};
 /// The token `p` selects from `logits` (p.row is not used): argmax when p.temperature is 0 (lowest id on ties),
 /// else the Gumbel-max draw keyed by (p.seed, p.index) among the top_k best tokens, within those the smallest set
 /// whose probability mass reaches top_p, and within those the tokens whose probability is at least min_p times the
-/// top one's (transformers' order of logits warpers). The same selection as the GPU's sample kernel. `ids` is
-/// scratch (resized to the vocabulary).
-int32_t sample_row(std::span<const float> logits, const SampleRequest& p, std::vector<int32_t>& ids);
+/// top one's (transformers' order of logits warpers). The same selection as the GPU's sample kernel. Top-p over a
+/// large vocabulary sorts only the part of the order its probability buckets show it needs.
+int32_t sample_row(std::span<const float> logits, const SampleRequest& p, SampleScratch& scratch);
 /// log(sum_i e^logits[i]), the log-softmax's normaliser, in double: e^(logit - max) to within 2 ulp of float (a loop
 /// that vectorises), summed in double, so a log-probability from it is as exact as its f32 result can hold. NaN when
 /// a logit is NaN or +inf, or every one is -inf (as the direct formula gives). Empty logits are not allowed.
