@@ -963,6 +963,46 @@ TEST_CASE("CUDA greedy selection takes the lowest id among ties, over large voca
   }
 }
 
+TEST_CASE("CUDA top-p over a large vocabulary draws what the host does, peaked rows or flat", "[cuda]") {
+  // Peaked rows put top-p's cut among a few hundred tokens, which the kernel gathers and sorts in shared memory;
+  // flat ones need more than it gathers, and it searches the order instead. Logits in bf16 steps: long runs of ties.
+  REQUIRE_GPU(b);
+  std::mt19937 rng(8);
+  const int vocab = 128256;
+  const float spreads[] = {0.5f, 1.0f, 3.0f, 6.0f};
+  const int rows = 4;
+  std::vector<float> logits;
+  for (const float spread : spreads) {
+    const auto row = random_vec(static_cast<size_t>(vocab), rng, spread);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+  const float top_ps[] = {0.05f, 0.3f, 0.8f, 0.9f, 0.95f, 0.99f};
+  std::vector<SampleRequest> reqs;
+  for (int i = 0; i < 96; ++i) {
+    SampleRequest r;
+    r.row = i % rows;
+    r.temperature = i % 3 == 0 ? 0.6f : (i % 3 == 1 ? 1.0f : 1.3f);
+    r.top_p = top_ps[(i / rows) % 6];
+    r.min_p = i % 7 == 0 ? 0.02f : 0.0f;
+    r.seed = 77 + static_cast<uint64_t>(i);
+    r.index = static_cast<uint64_t>(i);
+    reqs.push_back(r);
+  }
+  Tensor device_ids = Tensor::empty({static_cast<int64_t>(reqs.size())}, DType::kI32, b.gpu->allocator()).value();
+  auto host = b.gpu->allocate_host(reqs.size() * sizeof(int32_t)).value();
+  REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+  REQUIRE(b.gpu->wait_samples().is_ok());
+  cpu::SampleScratch scratch;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const SampleRequest& r = reqs[i];
+    INFO("request " << i << ": spread " << spreads[r.row] << ", temperature " << r.temperature << ", top_p " << r.top_p
+                    << ", min_p " << r.min_p);
+    const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
+    CHECK(static_cast<const int32_t*>(host.get())[i] == cpu::sample_row(row, r, scratch));
+  }
+}
+
 TEST_CASE("CUDA token logprobs, of prompt tokens and of sampled ones, and their top tokens are the host's", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(5);

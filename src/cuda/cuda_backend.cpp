@@ -324,7 +324,11 @@ class CudaBackend final : public Backend {
       cuda::adjust_logits(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n), entries,
                           saved, stream_);
     }
-    cuda::sample_rows(logits.data<float>(), to_int(logits.size(1)), sample_args, static_cast<int>(n),
+    const int vocab = to_int(logits.size(1));
+    const bool any_top_p_alone = std::any_of(requests.begin(), requests.end(), [&](const SampleRequest& r) {
+      return r.temperature > 0.0f && r.top_p < 1.0f && !(r.top_k > 0 && r.top_k < vocab);
+    });
+    cuda::sample_rows(logits.data<float>(), vocab, sample_args, static_cast<int>(n), any_top_p_alone,
                       ids.data<int32_t>(), stream_);
     for (size_t i = 0; i < n; ++i) {
       if (requests[i].logprobs >= 0) sampled_logprobs_.emplace_back(static_cast<int32_t>(i), requests[i].logprobs);
