@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/random.hpp"  // PHOTON_HOST_DEVICE
+
 namespace photon {
 
 /// One row of logits to turn into a token (see Backend::sample). Its adjustments come first, in place on the row,
@@ -27,6 +29,12 @@ struct SampleRequest {
   int32_t adjustment_count = 0;
   int32_t reserved2 = 0;
 };
+
+/// Whether a request draws with top-p as its only cut of the order (temperature > 0, top_p < 1, no top-k short of the
+/// vocabulary): the GPU sampler's faster path, chosen on the host and checked again in the kernel.
+PHOTON_HOST_DEVICE inline bool top_p_alone(const SampleRequest& r, int vocab) {
+  return r.temperature > 0.0f && r.top_p < 1.0f && !(r.top_k > 0 && r.top_k < vocab);
+}
 
 /// A token whose logit a request adjusts before the selection: each distinct token of its prompt, its output and its
 /// logit bias once. Its logit becomes logit + bias; then, when the prompt or output holds the token, the repetition

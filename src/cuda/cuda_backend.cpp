@@ -325,9 +325,8 @@ class CudaBackend final : public Backend {
                           saved, stream_);
     }
     const int vocab = to_int(logits.size(1));
-    const bool any_top_p_alone = std::any_of(requests.begin(), requests.end(), [&](const SampleRequest& r) {
-      return r.temperature > 0.0f && r.top_p < 1.0f && !(r.top_k > 0 && r.top_k < vocab);
-    });
+    const bool any_top_p_alone =
+        std::any_of(requests.begin(), requests.end(), [&](const SampleRequest& r) { return top_p_alone(r, vocab); });
     cuda::sample_rows(logits.data<float>(), vocab, sample_args, static_cast<int>(n), any_top_p_alone,
                       ids.data<int32_t>(), stream_);
     for (size_t i = 0; i < n; ++i) {

@@ -144,7 +144,7 @@ void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const in
 /// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
 /// whose probability is at least min_p times the top one's (adjustments first: adjust_logits). `requests` [n] on the
 /// device.
-/// any_top_p_alone: whether some request has temperature > 0 and top_p < 1 without top_k — those take a faster path
+/// any_top_p_alone: whether some request is top_p_alone (core/sample_request.hpp) — those take a faster path
 /// (one launch more).
 void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, bool any_top_p_alone,
                  int32_t* out_ids, cudaStream_t s);

@@ -186,11 +186,6 @@ __device__ void write_best(float best, int best_id, int vocab, int32_t* out) {
   }
 }
 
-// Whether a request samples with top-p and no top-k: top_p_kernel's rows.
-__device__ __forceinline__ bool top_p_alone(const SampleRequest& a, int vocab) {
-  return a.temperature > 0.0f && a.top_p < 1.0f && !(a.top_k > 0 && a.top_k < vocab);
-}
-
 // Top-p's rows (sample_top_p_gathered); the others, and rows with more tokens to gather than it takes, get -1, for
 // sample_kernel. A kernel of its own, so that its registers do not limit sample_kernel's blocks; held to two blocks an
 // SM (64 registers, a few spilled on sm_90a), which measured 2% faster than one block of 128 registers.
