@@ -301,4 +301,15 @@ TEST_CASE("random streams depend only on (seed, index, lane)") {
   }
   CHECK(std::abs(sum / 20000 - 0.5) < 0.01);
   CHECK(std::abs(gsum / 20000 - 0.5772) < 0.03);  // the Gumbel mean is the Euler-Mascheroni constant
+  // The extremes, which a draw meets about once in 8 million variates (every few dozen draws over a vocabulary of
+  // 128,256): strictly inside (0, 1), so every variate is finite and kGumbelMax bounds it, closely.
+  const float lowest = uniform01_from_bits(0), highest = uniform01_from_bits(0x7fffffu);
+  CHECK(lowest == std::ldexp(1.0f, -24));
+  CHECK(highest == 1.0f - std::ldexp(1.0f, -24));
+  CHECK(uniform01_from_bits(0xffffffffu) == highest);  // the low 23 bits only
+  CHECK(std::isfinite(gumbel_of(lowest)));
+  CHECK(std::isfinite(gumbel_of(highest)));
+  CHECK(gumbel_of(highest) <= kGumbelMax);
+  CHECK(gumbel_of(highest) > kGumbelMax - 0.01f);
+  CHECK(gumbel_of(lowest) > -3.0f);
 }

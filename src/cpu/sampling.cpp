@@ -125,10 +125,6 @@ inline uint32_t fine_bucket(double w) { return (std::bit_cast<uint32_t>(static_c
 // Up to this many candidates top-p sorts them all; above, it sorts only the tokens its buckets cannot tell apart.
 constexpr size_t kSortAll = 4096;
 
-// The largest Gumbel variate gumbel() gives (its uniform's largest value): a token whose scaled logit plus this is
-// below the best value so far cannot win the draw.
-const float kMaxGumbel = -logf(-logf((16777215.0f + 0.5f) * (1.0f / 16777216.0f)));
-
 // Top-p over the candidates ids[0, n), whose probabilities relative to the best one's are weight(id): moves the
 // smallest prefix of the order (`better`) whose mass reaches top_p * (their total) to ids[0, returned count), in no
 // particular order. `keys` is scratch.
@@ -248,7 +244,7 @@ int32_t sample_row(std::span<const float> logits, const SampleRequest& p, Sample
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = ids[i];
     const auto s = static_cast<float>(scaled(id));
-    if (s + kMaxGumbel < best_value) continue;
+    if (s + kGumbelMax < best_value) continue;  // cannot win: no variate
     const float value = s + gumbel(p.seed, p.index, static_cast<uint32_t>(id));
     if (value > best_value || (value == best_value && id < best)) {
       best_value = value;
