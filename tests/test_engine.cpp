@@ -367,6 +367,57 @@ TEST_CASE("async scheduling gives the same events as waiting for every step") {
   CHECK(stopped >= 2);
 }
 
+TEST_CASE("steps reporting prompt logprobs are launched ahead and report what waiting for each step does") {
+  // Prompts over several chunks (16 tokens a step) whose requests ask for different numbers of top tokens in the
+  // same steps: the backend computes each step's prompt logprobs (the most top tokens any request asked for) before
+  // the next pass, launched ahead, writes the logits.
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back(1 + (i * 7) % 50);
+  const int tops[] = {0, 2, 4};
+  auto run = [&](bool async) {
+    EngineConfig c;
+    c.model = kModel;
+    c.max_num_batched_tokens = 16;
+    c.async_scheduling = async;
+    auto engine = make_engine(c);
+    std::map<uint64_t, Collected> out;
+    std::vector<uint64_t> ids;
+    for (const int top : tops) {
+      SamplingParams p = greedy(3);
+      p.prompt_logprobs = top;
+      ids.push_back(engine->submit(std::vector<int32_t>(prompt.begin(), prompt.end() - top), p).value());
+    }
+    for (int step = 0; engine->has_unfinished_requests(); ++step) {
+      REQUIRE(step < 1000);
+      REQUIRE(engine->step().is_ok());
+      for (auto& e : engine->poll()) {
+        if (e.prompt_logprobs.empty()) continue;
+        Collected& c = out[e.request_id];
+        // Each event continues where the last one ended: every position from 1 once, in order.
+        CHECK(e.prompt_logprobs_begin == 1 + static_cast<int32_t>(c.prompt_logprobs.size()));
+        c.prompt_logprobs.insert(c.prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+      }
+    }
+    std::vector<std::vector<TokenLogprob>> result;
+    for (const uint64_t id : ids) result.push_back(out[id].prompt_logprobs);
+    return result;
+  };
+  const auto sync = run(false);
+  const auto async = run(true);
+  for (size_t r = 0; r < std::size(tops); ++r) {
+    INFO("request " << r << ", " << tops[r] << " top tokens");
+    REQUIRE(async[r].size() == prompt.size() - static_cast<size_t>(tops[r]) - 1);
+    REQUIRE(sync[r].size() == async[r].size());
+    for (size_t k = 0; k < async[r].size(); ++k) {
+      CHECK(async[r][k].token == prompt[k + 1]);
+      CHECK(async[r][k].logprob <= 0.0f);
+      CHECK(async[r][k].top.size() == static_cast<size_t>(tops[r]));
+      CHECK(async[r][k].logprob == sync[r][k].logprob);
+      CHECK(async[r][k].top == sync[r][k].top);
+    }
+  }
+}
+
 TEST_CASE("penalties draw the same with logprobs as without, and the logprobs are the model's") {
   // With logprobs the backend keeps the logits the penalties replace and puts them back after the selection, for the
   // logprobs: the draws must not change. Same seed, same draws.

@@ -234,13 +234,23 @@ class Backend {
   /// selection, so only they cross to the host. The same answers on every call until the next sample(). Errors:
   /// kInvalidArgument when out.size() is not that count.
   virtual Status sampled_logprobs(std::span<TokenLogprob> out) = 0;
-  /// For each query, into out[i] (out.size() == queries.size()): the log-softmax of f32 logits [rows, vocab] at row
+  /// Enqueues, after the operations before it, for each query: the log-softmax of f32 logits [rows, vocab] at row
   /// queries[i].row for token queries[i].token, and that row's `top_k` (0 to kMaxTopLogprobs) most likely tokens with
   /// theirs, best first, ties by the lower id — cpu::token_logprob's values (a GPU sums the normaliser in another
-  /// order: within 1e-5 relative of the host's). Only these values cross to the host, never the rows. Enqueued after
-  /// the operations before it; returns once `out` is filled. Errors: the device's (this call's work or earlier work's).
-  virtual Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
-                                std::span<TokenLogprob> out) = 0;
+  /// order: within 1e-5 relative of the host's). Only these values cross to the host, never the rows. Returns without
+  /// waiting for them, so a following pass may be enqueued (and overwrite `logits`) while they are computed;
+  /// read_token_logprobs() waits for them. `queries` are read before the call returns; the answers of a call must be
+  /// read before the next call. Errors: the device's (earlier work's).
+  virtual Status enqueue_token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k) = 0;
+  /// Waits for the last enqueue_token_logprobs() call's answers and writes them into out, in query order. Errors:
+  /// kInvalidArgument when out.size() is not that call's query count; the device's (that work's or earlier work's).
+  virtual Status read_token_logprobs(std::span<TokenLogprob> out) = 0;
+  /// enqueue_token_logprobs, then read_token_logprobs: returns once `out` is filled.
+  Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
+                        std::span<TokenLogprob> out) {
+    if (Status s = enqueue_token_logprobs(logits, queries, top_k); !s) return s;
+    return read_token_logprobs(out);
+  }
 };
 
 }  // namespace photon

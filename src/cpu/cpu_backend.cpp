@@ -197,17 +197,29 @@ class CpuBackend final : public Backend {
     return Status::ok();
   }
 
-  Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
-                        std::span<TokenLogprob> out) override {
+  // Computed here, at once (this backend runs every operation as it is called), and kept for the read.
+  Status enqueue_token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k) override {
     const auto vocab = static_cast<size_t>(logits.size(1));
     const auto n = static_cast<int64_t>(queries.size());
+    token_logprobs_.resize(queries.size());
     // Each is a log-softmax over the vocabulary: a prompt chunk's rows are spread over the cores.
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
       const LogprobQuery& q = queries[static_cast<size_t>(i)];
-      out[static_cast<size_t>(i)] =
+      token_logprobs_[static_cast<size_t>(i)] =
           cpu::token_logprob({logits.data<float>() + static_cast<size_t>(q.row) * vocab, vocab}, q.token, top_k);
     }
+    return Status::ok();
+  }
+
+  Status read_token_logprobs(std::span<TokenLogprob> out) override {
+    if (out.size() != token_logprobs_.size()) {
+      return Status(StatusCode::kInvalidArgument, "read_token_logprobs: " + std::to_string(out.size()) +
+                                                      " answers asked for, the last enqueue had " +
+                                                      std::to_string(token_logprobs_.size()));
+    }
+    std::move(token_logprobs_.begin(), token_logprobs_.end(), out.begin());
+    token_logprobs_.clear();
     return Status::ok();
   }
 
@@ -217,6 +229,7 @@ class CpuBackend final : public Backend {
   std::vector<float> saved_logits_;                 // the logits the adjustments replaced, per adjustment
   std::vector<size_t> asking_;                      // the last sample() call's requests with logprobs
   std::vector<TokenLogprob> sampled_logprobs_;      // and their chosen tokens' logprobs
+  std::vector<TokenLogprob> token_logprobs_;        // the last enqueue_token_logprobs() call's answers, until read
 };
 
 }  // namespace

@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
     allocator_.deallocate(logprob_answers_.device, logprob_answers_.capacity);
     allocator_.deallocate(sampled_answers_.device, sampled_answers_.capacity);
     if (samples_ready_) cudaEventDestroy(samples_ready_);
+    if (logprobs_ready_) cudaEventDestroy(logprobs_ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -67,6 +68,7 @@ class CudaBackend final : public Backend {
     PHOTON_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&samples_ready_, cudaEventDisableTiming));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&logprobs_ready_, cudaEventDisableTiming));
     PHOTON_ASSIGN_OR_RETURN(gemm_workspace_, allocator_.allocate(cuda::Gemm::kWorkspaceBytes));
     gemm_ = std::make_unique<cuda::Gemm>();
     PHOTON_RETURN_IF_ERROR(gemm_->init(gemm_workspace_));
@@ -371,23 +373,38 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k,
-                        std::span<TokenLogprob> out) override {
+  Status enqueue_token_logprobs(const Tensor& logits, std::span<const LogprobQuery> queries, int top_k) override {
     const size_t n = queries.size();
+    logprob_tokens_.clear();
+    for (const LogprobQuery& q : queries) logprob_tokens_.push_back(q.token);
+    logprob_top_k_ = std::min(top_k, to_int(logits.size(1)));  // the kernel writes as many as the row has
+    logprob_words_ = 1 + 2 * static_cast<size_t>(top_k);
     if (n == 0) return Status::ok();
-    const size_t words = 1 + 2 * static_cast<size_t>(top_k);
     PHOTON_ASSIGN_OR_RETURN(const void* args, upload(logprob_queries_, queries.data(), n * sizeof(LogprobQuery)));
-    PHOTON_RETURN_IF_ERROR(grow(logprob_answers_, n * words * sizeof(uint32_t)));
+    PHOTON_RETURN_IF_ERROR(grow(logprob_answers_, n * logprob_words_ * sizeof(uint32_t)));
     auto* answers = static_cast<uint32_t*>(logprob_answers_.device);
     cuda::token_logprobs(logits.data<float>(), to_int(logits.size(1)), static_cast<const LogprobQuery*>(args),
                          static_cast<int>(n), top_k, answers, stream_);
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logprob_answers_.host.get(), answers, n * words * sizeof(uint32_t),
-                                                cudaMemcpyDeviceToHost, stream_));
-    PHOTON_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        logprob_answers_.host.get(), answers, n * logprob_words_ * sizeof(uint32_t), cudaMemcpyDeviceToHost, stream_));
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventRecord(logprobs_ready_, stream_));
+    return Status::ok();
+  }
+
+  Status read_token_logprobs(std::span<TokenLogprob> out) override {
+    if (out.size() != logprob_tokens_.size()) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("read_token_logprobs: {} answers asked for, the last enqueue had {}", out.size(),
+                                logprob_tokens_.size()));
+    }
+    if (out.empty()) return Status::ok();
+    PHOTON_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(logprobs_ready_));
     PHOTON_RETURN_IF_ERROR(take_error());
     const auto* host = static_cast<const uint32_t*>(logprob_answers_.host.get());
-    const int k = std::min(top_k, to_int(logits.size(1)));  // the kernel writes as many as the row has
-    for (size_t i = 0; i < n; ++i) out[i] = unpack_logprob(host + i * words, queries[i].token, k);
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i] = unpack_logprob(host + i * logprob_words_, logprob_tokens_[i], logprob_top_k_);
+    }
+    logprob_tokens_.clear();
     return Status::ok();
   }
 
@@ -532,6 +549,10 @@ class CudaBackend final : public Backend {
   UploadBuffer saved_logits_;                              // sample(): the logits adjustments replaced (device only)
   UploadBuffer logprob_queries_;                           // token_logprobs(): the queries
   UploadBuffer logprob_answers_;                           // and their answers, copied back through the host mirror
+  std::vector<int32_t> logprob_tokens_;                    // the last enqueue's query tokens, until read
+  int logprob_top_k_ = 0;                                  // its top tokens per answer
+  size_t logprob_words_ = 1;                               // and its words per answer
+  cudaEvent_t logprobs_ready_ = nullptr;                   // recorded after its copy to the host
   UploadBuffer sampled_answers_;                           // sample(): the chosen tokens' logprobs, where asked for
   std::vector<std::pair<int32_t, int>> sampled_logprobs_;  // the last sample() call's (request, top_k) asking
   int sampled_vocab_ = 0;                                  // and its rows' length

@@ -37,9 +37,18 @@ struct LaunchedStep {
   /// out.scheduled indices, as device_owner.
   std::vector<size_t> logprob_owner;
   int32_t* host_ids = nullptr;
-  /// Prompt logprobs are read from `logits` when the step completes: no other step may launch before then (it would
-  /// write the logits), so this one never stays in flight.
-  bool reads_prompt_logprobs = false;
+  /// The requests' prompt logprobs among the queries enqueued with the step's sampling (Backend::
+  /// enqueue_token_logprobs), read when it completes: out.scheduled index, the first query, their count, the top
+  /// tokens the request asked for (the queries ask for the most any did), and the first prompt position reported.
+  struct PromptLogprobs {
+    size_t request = 0;
+    size_t begin = 0;
+    size_t count = 0;
+    int32_t top_k = 0;
+    int32_t first_position = 0;
+  };
+  std::vector<PromptLogprobs> prompt_logprobs;
+  size_t num_prompt_queries = 0;
 };
 
 // Internal: hidden from the shared library's exported symbols (the class around it is public API).
@@ -68,7 +77,7 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   std::unordered_map<uint64_t, TextStream> text_streams;  // per request id, with a tokenizer
   std::optional<LaunchedStep> inflight;                   // launched, not yet completed
   int next_host_ids = 0;
-  std::vector<LogprobQuery> logprob_queries;  // one request's prompt logprobs of a step
+  std::vector<LogprobQuery> logprob_queries;  // a step's prompt logprobs
   std::vector<SampleRequest> device_samples;
   std::vector<LogitAdjustment> logit_adjustments;
   std::vector<int32_t> adjustment_counts;  // append_logit_adjustments' scratch
@@ -107,9 +116,12 @@ struct __attribute__((visibility("hidden"))) Engine::Impl {
   void admit_requests();
   /// Builds `out`'s batch and enqueues its forward pass (not its sampling: see sample()).
   LaunchedStep launch(SchedulerOutput out);
-  /// Enqueues the device sampling of a launched step; its ids then travel to the host on their own. Called once the
-  /// step before it has completed (penalties read every committed token, and a backend samples one step at a time).
+  /// Enqueues the device sampling of a launched step, and the prompt logprobs of its rows that report them; their
+  /// answers then travel to the host on their own. Called once the step before it has completed (penalties read
+  /// every committed token, and a backend samples one step at a time).
   void sample(LaunchedStep& step);
+  /// The prompt logprobs part of sample(): the queries of the step's rows whose prompt logprobs are not reported yet.
+  Status enqueue_prompt_logprobs(LaunchedStep& step);
   /// Moves the step's requests past it in the scheduler, each sampled token a placeholder until complete().
   void advance(const LaunchedStep& step);
   /// Whether the next step may be planned and launched before this one completes (async scheduling).

@@ -73,10 +73,6 @@ void Engine::Impl::admit_requests() {
 LaunchedStep Engine::Impl::launch(SchedulerOutput out) {
   LaunchedStep step;
   step.out = std::move(out);
-  for (const ScheduledRequest& s : step.out.scheduled) {
-    const Request& r = *s.request;
-    if (r.wants_prompt_logprobs()) step.reads_prompt_logprobs = true;
-  }
   runner->prepare(step.out);
   auto logits = runner->execute();
   if (logits) {
@@ -89,6 +85,9 @@ LaunchedStep Engine::Impl::launch(SchedulerOutput out) {
 
 void Engine::Impl::sample(LaunchedStep& step) {
   drop_finished(step.out);
+  if (!step.status.is_ok()) return;
+  // First, from the model's logits (sampling adjusts its rows in place; these are other rows, read before it anyway).
+  step.status = enqueue_prompt_logprobs(step);
   if (!step.status.is_ok()) return;
   device_samples.clear();
   logit_adjustments.clear();
@@ -134,9 +133,7 @@ void Engine::Impl::advance(const LaunchedStep& step) {
   scheduler->advance(step.out, placeholders);
 }
 
-bool Engine::Impl::may_launch_ahead(const LaunchedStep& step) const {
-  return async && step.status.is_ok() && !step.reads_prompt_logprobs;
-}
+bool Engine::Impl::may_launch_ahead(const LaunchedStep& step) const { return async && step.status.is_ok(); }
 
 Status Engine::Impl::complete(LaunchedStep& step) {
   drop_finished(step.out);
@@ -183,30 +180,54 @@ Status Engine::Impl::complete(LaunchedStep& step) {
   return Status::ok();
 }
 
-Status Engine::Impl::read_prompt_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events) {
-  if (!step.reads_prompt_logprobs) return Status::ok();
+Status Engine::Impl::enqueue_prompt_logprobs(LaunchedStep& step) {
+  step.prompt_logprobs.clear();
+  logprob_queries.clear();
+  int32_t top_k = 0;
   for (size_t i = 0; i < step.out.scheduled.size(); ++i) {
     const ScheduledRequest& s = step.out.scheduled[i];
     if (s.request == nullptr || !s.request->wants_prompt_logprobs()) continue;
     Request& r = *s.request;
     // The scheduler gave every row of the chunk: row j sits at position num_computed + j and predicts the token
-    // after it. advance() has moved num_computed_tokens past the chunk.
-    events[i].prompt_logprobs_begin = r.next_prompt_logprob;
-    const int32_t chunk_begin = r.num_computed_tokens - s.num_new_tokens;
-    // Rows [j0, j1) predict the prompt tokens not reported yet (targets chunk_begin + j + 1).
+    // after it (the step has not advanced the request yet). Rows [j0, j1) predict the prompt tokens not reported
+    // yet (targets chunk_begin + j + 1).
+    const int32_t chunk_begin = r.num_computed_tokens;
     const int32_t j0 = std::max(0, r.next_prompt_logprob - chunk_begin - 1);
     const int32_t j1 = std::min(s.num_logits, r.num_prompt_tokens - chunk_begin - 1);
     if (j1 <= j0) continue;
-    logprob_queries.clear();
+    LaunchedStep::PromptLogprobs p;
+    p.request = i;
+    p.begin = logprob_queries.size();
+    p.count = static_cast<size_t>(j1 - j0);
+    p.top_k = *r.params.prompt_logprobs;
+    p.first_position = r.next_prompt_logprob;
     for (int32_t j = j0; j < j1; ++j) {
       logprob_queries.push_back(
           {s.logits_begin + j, r.tokens[static_cast<size_t>(chunk_begin) + static_cast<size_t>(j) + 1]});
     }
-    std::vector<TokenLogprob>& out = events[i].prompt_logprobs;
-    out.resize(logprob_queries.size());
-    // The backend computes them where the logits are: only the answers cross from a GPU.
-    PHOTON_RETURN_IF_ERROR(backend->token_logprobs(step.logits, logprob_queries, *r.params.prompt_logprobs, out));
+    top_k = std::max(top_k, p.top_k);
+    step.prompt_logprobs.push_back(p);
     r.next_prompt_logprob = chunk_begin + j1 + 1;
+  }
+  step.num_prompt_queries = logprob_queries.size();
+  if (logprob_queries.empty()) return Status::ok();
+  // One call for the step: the backend computes them where the logits are, and only the answers cross from a GPU.
+  return backend->enqueue_token_logprobs(step.logits, logprob_queries, top_k);
+}
+
+Status Engine::Impl::read_prompt_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events) {
+  if (step.num_prompt_queries == 0) return Status::ok();
+  std::vector<TokenLogprob> answers(step.num_prompt_queries);
+  PHOTON_RETURN_IF_ERROR(backend->read_token_logprobs(answers));
+  for (const LaunchedStep::PromptLogprobs& p : step.prompt_logprobs) {
+    if (step.out.scheduled[p.request].request == nullptr) continue;  // finished since: not reported
+    RequestEvent& e = events[p.request];
+    e.prompt_logprobs_begin = p.first_position;
+    e.prompt_logprobs.assign(std::make_move_iterator(answers.begin() + static_cast<std::ptrdiff_t>(p.begin)),
+                             std::make_move_iterator(answers.begin() + static_cast<std::ptrdiff_t>(p.begin + p.count)));
+    for (TokenLogprob& t : e.prompt_logprobs) {
+      if (t.top.size() > static_cast<size_t>(p.top_k)) t.top.resize(static_cast<size_t>(p.top_k));
+    }
   }
   return Status::ok();
 }
