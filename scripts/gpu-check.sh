@@ -96,6 +96,15 @@ if want sanitize; then
       note "$tool: clean ($(( $(date +%s) - t0 )) s)"
     else
       status=1; note "$tool FAILED (exit $?):"; grep -m20 -E "Invalid|ERROR|error|hazard" "$out/$tool.log" | tee -a "$summary"
+      # Name the cases: each on its own under the tool (a failed assertion under it counts too).
+      "$build/bin/photon_tests" "[cuda]~[tp]" --list-tests --verbosity quiet | while IFS= read -r case; do
+        spec=$(printf '%s' "$case" | sed 's/[],[\\*]/\\&/g')  # a name as a test spec: , [ ] * \ escaped
+        if ! timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$build/bin/photon_tests" "$spec" \
+             >"$out/$tool-case.log" 2>&1; then
+          note "  $tool fails in: $case"
+          grep -m5 -E "Invalid|ERROR|hazard|FAILED|with expansion" "$out/$tool-case.log" | tee -a "$summary"
+        fi
+      done
     fi
   done
 fi
