@@ -48,7 +48,6 @@ struct LaunchedStep {
     int32_t first_position = 0;
   };
   std::vector<PromptLogprobs> prompt_logprobs;
-  size_t num_prompt_queries = 0;
 };
 
 // Internal: hidden from the shared library's exported symbols (the class around it is public API).

@@ -209,15 +209,14 @@ Status Engine::Impl::enqueue_prompt_logprobs(LaunchedStep& step) {
     step.prompt_logprobs.push_back(p);
     r.next_prompt_logprob = chunk_begin + j1 + 1;
   }
-  step.num_prompt_queries = logprob_queries.size();
   if (logprob_queries.empty()) return Status::ok();
   // One call for the step: the backend computes them where the logits are, and only the answers cross from a GPU.
   return backend->enqueue_token_logprobs(step.logits, logprob_queries, top_k);
 }
 
 Status Engine::Impl::read_prompt_logprobs(const LaunchedStep& step, std::vector<RequestEvent>& events) {
-  if (step.num_prompt_queries == 0) return Status::ok();
-  std::vector<TokenLogprob> answers(step.num_prompt_queries);
+  if (step.prompt_logprobs.empty()) return Status::ok();
+  std::vector<TokenLogprob> answers(step.prompt_logprobs.back().begin + step.prompt_logprobs.back().count);
   PHOTON_RETURN_IF_ERROR(backend->read_token_logprobs(answers));
   for (const LaunchedStep::PromptLogprobs& p : step.prompt_logprobs) {
     if (step.out.scheduled[p.request].request == nullptr) continue;  // finished since: not reported
