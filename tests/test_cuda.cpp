@@ -1003,6 +1003,64 @@ TEST_CASE("CUDA top-p over a large vocabulary draws what the host does, peaked r
   }
 }
 
+TEST_CASE("CUDA draws without a cut share a few rows among a cluster's blocks and draw what the host does", "[cuda]") {
+  // Up to 132 / 8 rows each row is split over 8 blocks, then 4 and 2 (the odd vocabulary into runs of unequal
+  // length); rows flat, peaked (most tokens too far below the best to win: their variates are skipped), in bf16 steps
+  // (ties across the runs), with -inf runs, and all -inf but one token. Greedy rows and min-p ride along.
+  REQUIRE_GPU(b);
+  std::mt19937 rng(12);
+  for (const int vocab : {128256, 50001}) {
+    for (const int rows : {1, 5, 20, 40, 100}) {
+      INFO("vocab " << vocab << ", " << rows << " rows");
+      auto logits = random_vec(static_cast<size_t>(rows) * vocab, rng, 1.0f);
+      for (int r = 0; r < rows; ++r) {
+        float* row = logits.data() + static_cast<size_t>(r) * vocab;
+        for (int i = 0; i < vocab; ++i) {
+          switch (r % 5) {
+            case 1:
+              row[i] *= 30.0f;
+              break;
+            case 2:
+              row[i] = std::round(row[i] * 4.0f) / 4.0f;
+              break;
+            case 3:
+              if ((i / 1000) % 3 == 0) row[i] = -INFINITY;
+              break;
+            case 4:
+              row[i] = i == vocab - 3 ? 1.0f : -INFINITY;
+              break;
+            default:
+              break;
+          }
+        }
+      }
+      Tensor g = gpu_tensor(*b.gpu, logits, {rows, vocab}, DType::kF32);
+      std::vector<SampleRequest> reqs(static_cast<size_t>(rows));
+      for (int i = 0; i < rows; ++i) {
+        SampleRequest& r = reqs[static_cast<size_t>(i)];
+        r.row = rows - 1 - i;
+        r.temperature = i % 4 == 3 ? 0.0f : (i % 4 == 0 ? 0.7f : (i % 4 == 1 ? 1.0f : 1.5f));
+        r.top_k = i % 6 == 5 ? vocab : 0;  // a top-k of the whole vocabulary cuts nothing
+        r.min_p = i % 7 == 2 ? 0.05f : 0.0f;
+        r.seed = 500 + static_cast<uint64_t>(i);
+        r.index = static_cast<uint64_t>(3 * i);
+      }
+      Tensor device_ids = Tensor::empty({rows}, DType::kI32, b.gpu->allocator()).value();
+      auto host = b.gpu->allocate_host(static_cast<size_t>(rows) * sizeof(int32_t)).value();
+      REQUIRE(b.gpu->sample(g, reqs, {}, device_ids, static_cast<int32_t*>(host.get())).is_ok());
+      REQUIRE(b.gpu->wait_samples().is_ok());
+      cpu::SampleScratch scratch;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        const SampleRequest& r = reqs[i];
+        INFO("request " << i << ": row kind " << r.row % 5 << ", temperature " << r.temperature << ", min_p "
+                        << r.min_p);
+        const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
+        CHECK(static_cast<const int32_t*>(host.get())[i] == cpu::sample_row(row, r, scratch));
+      }
+    }
+  }
+}
+
 TEST_CASE("CUDA token logprobs, of prompt tokens and of sampled ones, and their top tokens are the host's", "[cuda]") {
   REQUIRE_GPU(b);
   std::mt19937 rng(5);

@@ -2,9 +2,13 @@
 // the tokens that top-k, top-p and min-p keep — the selection of the host sampler (cpu::sample_row), with the same
 // draws (core/random.hpp). top-k and top-p keep a prefix of the tokens in their order (cuda/token_order.cuh): top-p
 // alone gathers the few tokens around its cut into shared memory and sorts them there; otherwise the kernel finds
-// the prefix's last token by searching the order, without sorting.
+// the prefix's last token by searching the order, without sorting. A few rows without a cut are each shared by the
+// blocks of a thread block cluster, so that one row's draw does not run on one SM while the others idle.
+#include <cooperative_groups.h>
+
 #include "core/random.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/launch.cuh"
 #include "cuda/token_order.cuh"
 
 namespace photon::cuda {
@@ -146,7 +150,7 @@ __device__ bool sample_top_p_gathered(const Row& r, const SampleRequest& a, doub
     const float logit = key_value(static_cast<uint32_t>(gathered[i] >> 32));
     const auto id = static_cast<int>(0xffffffffu - static_cast<uint32_t>(gathered[i]));
     const double scaled = (static_cast<double>(logit) - static_cast<double>(r.max_logit)) * inv_t;
-    if (scaled < log_min_p) continue;
+    if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
     const float v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(id));
     if (v > best || (v == best && id < best_id)) {
       best = v;
@@ -156,9 +160,14 @@ __device__ bool sample_top_p_gathered(const Row& r, const SampleRequest& a, doub
   return true;
 }
 
-// The block's best (value, id) of the draw, ties to the lower id, into *out (0 when no token was drawn). Contains a
+// Whether the draw (v, id) beats (best, best_id): the larger value, ties to the lower id.
+__device__ __forceinline__ bool beats(float v, int id, float best, int best_id) {
+  return v > best || (v == best && id < best_id);
+}
+
+// The block's best (value, id) of the draw, ties to the lower id, in thread 0's best and best_id. Contains a
 // barrier: every thread calls it.
-__device__ void write_best(float best, int best_id, int vocab, int32_t* out) {
+__device__ void block_best(float& best, int& best_id) {
   __shared__ float best_values[32];
   __shared__ int best_ids[32];
   for (int o = 16; o > 0; o >>= 1) {
@@ -177,13 +186,18 @@ __device__ void write_best(float best, int best_id, int vocab, int32_t* out) {
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < kWarps; ++w) {
-      if (best_values[w] > best || (best_values[w] == best && best_ids[w] < best_id)) {
+      if (beats(best_values[w], best_ids[w], best, best_id)) {
         best = best_values[w];
         best_id = best_ids[w];
       }
     }
-    *out = best_id < vocab ? best_id : 0;
   }
+}
+
+// The block's best id of the draw into *out (0 when no token was drawn). Contains a barrier.
+__device__ void write_best(float best, int best_id, int vocab, int32_t* out) {
+  block_best(best, best_id);
+  if (threadIdx.x == 0) *out = best_id < vocab ? best_id : 0;
 }
 
 // Top-p's rows (sample_top_p_gathered); the others, and rows with more tokens to gather than it takes, get -1, for
@@ -254,7 +268,7 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       if (!inside(order_key(row[i]), i, cut)) continue;
       const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
-      if (scaled < log_min_p) continue;
+      if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
       v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
     }
     if (v > best) {  // i increases, so ties keep the lower id
@@ -265,13 +279,108 @@ __global__ void __launch_bounds__(kThreads)
   write_best(best, best_id, vocab, out_ids + blockIdx.x);
 }
 
+// The most blocks a row is shared by (a portable cluster size).
+constexpr int kMaxParts = 8;
+
+// Rows without a cut of the order (argmax, or Gumbel-max over the row with min-p), each shared by the blocks of a
+// cluster: block `rank` of a row's cluster takes the rank-th of `parts` equal runs of its tokens. The blocks exchange
+// their runs' maxima (every block then holds the row's, so every token's value is sample_kernel's bit for bit), draw
+// over their runs, and block 0 takes the best of their bests. Distributed shared memory is written only once every
+// block of the cluster has arrived at the barrier each block passes on entry (all are running), and read after the
+// next barrier.
+__global__ void __launch_bounds__(kThreads)
+    split_sample_kernel(const float* logits, int vocab, const SampleRequest* args, int32_t* out_ids) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters; never launched on older GPUs (split_parts)
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  __shared__ float scratch[32];
+  __shared__ float part_max[kMaxParts];
+  __shared__ float part_best[kMaxParts];
+  __shared__ int part_best_id[kMaxParts];
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  const int parts = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int request = static_cast<int>(blockIdx.x) / parts;
+  pdl_begin();  // the logits and the requests come from the step's kernels and uploads
+  const SampleRequest a = args[request];
+  const float* row = logits + static_cast<int64_t>(a.row) * vocab;
+  const int begin = static_cast<int>(static_cast<int64_t>(vocab) * rank / parts);
+  const int end = static_cast<int>(static_cast<int64_t>(vocab) * (rank + 1) / parts);
+  const bool greedy = a.temperature <= 0.0f;  // the same for every block of the cluster
+  float max_logit = -INFINITY;
+  if (!greedy) {
+    for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) max_logit = fmaxf(max_logit, row[i]);
+    max_logit = block_max(max_logit, scratch);
+  }
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every block runs: its shared memory is there
+  if (!greedy) {
+    if (static_cast<int>(threadIdx.x) < parts) *cluster.map_shared_rank(&part_max[rank], threadIdx.x) = max_logit;
+    cluster.sync();
+    for (int p = 0; p < parts; ++p) max_logit = fmaxf(max_logit, part_max[p]);
+  }
+  const double inv_t = greedy ? 1.0 : 1.0 / static_cast<double>(a.temperature);
+  const double log_min_p = a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY;
+  float best = -INFINITY;
+  int best_id = vocab;
+  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
+    float v;
+    if (greedy) {
+      v = row[i];
+    } else {
+      const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
+      if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
+      v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
+    }
+    if (v > best) {  // i increases, so ties keep the lower id
+      best = v;
+      best_id = i;
+    }
+  }
+  block_best(best, best_id);
+  if (threadIdx.x == 0) {
+    *cluster.map_shared_rank(&part_best[rank], 0) = best;
+    *cluster.map_shared_rank(&part_best_id[rank], 0) = best_id;
+  }
+  cluster.sync();
+  if (rank == 0 && threadIdx.x == 0) {
+    best = part_best[0];
+    best_id = part_best_id[0];
+    for (int p = 1; p < parts; ++p) {
+      if (beats(part_best[p], part_best_id[p], best, best_id)) {
+        best = part_best[p];
+        best_id = part_best_id[p];
+      }
+    }
+    out_ids[request] = best_id < vocab ? best_id : 0;
+  }
+#endif
+}
+
+// Blocks a row is shared by: the most (a power of two up to kMaxParts) that keep the grid within one block an SM, each
+// with at least eight tokens a thread; 1 where a row's block is best alone.
+int split_parts(int n, int vocab) {
+  if (!has_clusters()) return 1;
+  int parts = kMaxParts;
+  while (parts > 1 && (static_cast<int64_t>(n) * parts > sm_count() || vocab < parts * kThreads * 8)) parts /= 2;
+  return parts;
+}
+
 }  // namespace
 
-void sample_rows(const float* logits, int vocab, const SampleRequest* args, int n, bool any_top_p_alone,
-                 int32_t* out_ids, cudaStream_t s) {
+void sample_rows(const float* logits, int vocab, const SampleRequest* args, int n, SampleMix mix, int32_t* out_ids,
+                 cudaStream_t s) {
   if (n == 0) return;
-  if (any_top_p_alone) top_p_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
-  sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, any_top_p_alone, out_ids);
+  if (!mix.any_cut) {
+    const int parts = split_parts(n, vocab);
+    if (parts > 1) {
+      if (launch_clusters(split_sample_kernel, dim3(static_cast<unsigned>(n * parts)), dim3(kThreads), 0, s,
+                          dim3(static_cast<unsigned>(parts)), logits, vocab, args, out_ids) == cudaSuccess) {
+        return;
+      }
+      cudaGetLastError();  // a cluster launch the device refused: nothing ran; one block a row instead
+    }
+  }
+  if (mix.any_top_p_alone) top_p_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
+  sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, mix.any_top_p_alone, out_ids);
 }
 
 void adjust_logits(float* logits, int vocab, const SampleRequest* args, int n, const LogitAdjustment* entries,
