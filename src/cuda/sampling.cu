@@ -65,6 +65,31 @@ __device__ __forceinline__ uint64_t packed(uint32_t key, int32_t id) {
   return (static_cast<uint64_t>(key) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
 }
 
+// A request's Gumbel-max draw: token id's value is its logit scaled, (logit - max) / T, plus its Gumbel variate.
+struct GumbelDraw {
+  double max_logit;
+  double inv_t;
+  double log_min_p;  // -inf without min-p
+  uint64_t seed;
+  uint64_t index;
+
+  __device__ GumbelDraw(const SampleRequest& a, float max, double inv_temperature)
+      : max_logit(max),
+        inv_t(inv_temperature),
+        log_min_p(a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY),
+        seed(a.seed),
+        index(a.index) {}
+
+  // Token id's value into v, or false (v untouched) where the token cannot win: below min-p's floor, or more than
+  // kGumbelMax under `best` (the largest variate could not lift it past).
+  __device__ bool value(float logit, int id, float best, float& v) const {
+    const double scaled = (static_cast<double>(logit) - max_logit) * inv_t;
+    if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) return false;
+    v = static_cast<float>(scaled) + gumbel(seed, index, static_cast<uint32_t>(id));
+    return true;
+  }
+};
+
 // Top-p (with no top-k) in three passes over the row: the maximum (the caller's), the masses at or above each
 // bracket, then the tokens at or above the bracket that reaches top_p's share of the total, gathered into shared
 // memory, sorted there and walked for the cut; min-p and the draw run over them, not over the row. Writes this
@@ -145,13 +170,12 @@ __device__ bool sample_top_p_gathered(const Row& r, const SampleRequest& a, doub
   }
   __syncthreads();
   const int kept = keep;
-  const double log_min_p = a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY;
+  const GumbelDraw draw(a, r.max_logit, inv_t);
   for (int i = threadIdx.x; i < kept; i += kThreads) {
     const float logit = key_value(static_cast<uint32_t>(gathered[i] >> 32));
     const auto id = static_cast<int>(0xffffffffu - static_cast<uint32_t>(gathered[i]));
-    const double scaled = (static_cast<double>(logit) - static_cast<double>(r.max_logit)) * inv_t;
-    if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
-    const float v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(id));
+    float v;
+    if (!draw.value(logit, id, best, v)) continue;
     if (v > best || (v == best && id < best_id)) {
       best = v;
       best_id = id;
@@ -258,18 +282,15 @@ __global__ void __launch_bounds__(kThreads)
       cut = find_cut<true>(r, cut, static_cast<double>(a.top_p) * total[0], sums);
     }
   }
-  const double log_min_p = a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY;
+  const GumbelDraw draw(a, max_logit, inv_t);
   float best = -INFINITY;
   int best_id = vocab;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     float v;
     if (greedy) {
       v = row[i];
-    } else {
-      if (!inside(order_key(row[i]), i, cut)) continue;
-      const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
-      if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
-      v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
+    } else if (!inside(order_key(row[i]), i, cut) || !draw.value(row[i], i, best, v)) {
+      continue;
     }
     if (v > best) {  // i increases, so ties keep the lower id
       best = v;
@@ -318,17 +339,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int p = 0; p < parts; ++p) max_logit = fmaxf(max_logit, part_max[p]);
   }
   const double inv_t = greedy ? 1.0 : 1.0 / static_cast<double>(a.temperature);
-  const double log_min_p = a.min_p > 0.0f ? log(static_cast<double>(a.min_p)) : -INFINITY;
+  const GumbelDraw draw(a, max_logit, inv_t);
   float best = -INFINITY;
   int best_id = vocab;
   for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
     float v;
     if (greedy) {
       v = row[i];
-    } else {
-      const double scaled = (static_cast<double>(row[i]) - static_cast<double>(max_logit)) * inv_t;
-      if (scaled < log_min_p || static_cast<float>(scaled) + kGumbelMax < best) continue;
-      v = static_cast<float>(scaled) + gumbel(a.seed, a.index, static_cast<uint32_t>(i));
+    } else if (!draw.value(row[i], i, best, v)) {
+      continue;
     }
     if (v > best) {  // i increases, so ties keep the lower id
       best = v;
