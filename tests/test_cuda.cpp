@@ -1003,10 +1003,11 @@ TEST_CASE("CUDA top-p over a large vocabulary draws what the host does, peaked r
   }
 }
 
-TEST_CASE("CUDA draws without a cut share a few rows among a cluster's blocks and draw what the host does", "[cuda]") {
+TEST_CASE("CUDA draws share a few rows among a cluster's blocks and draw what the host does", "[cuda]") {
   // Up to 132 / 8 rows each row is split over 8 blocks, then 4 and 2 (the odd vocabulary into runs of unequal
-  // length); rows flat, peaked (most tokens too far below the best to win: their variates are skipped), in bf16 steps
-  // (ties across the runs), with -inf runs, and all -inf but one token. Greedy rows and min-p ride along.
+  // length), and 100 rows take one block each; rows flat, peaked (most tokens too far below the best to win: their
+  // variates are skipped), in bf16 steps (ties across the runs, at the cuts too), with -inf runs, and all -inf but
+  // one token. Greedy, temperature alone, top-k, top-p, both, and min-p.
   REQUIRE_GPU(b);
   std::mt19937 rng(12);
   for (const int vocab : {128256, 50001}) {
@@ -1040,7 +1041,8 @@ TEST_CASE("CUDA draws without a cut share a few rows among a cluster's blocks an
         SampleRequest& r = reqs[static_cast<size_t>(i)];
         r.row = rows - 1 - i;
         r.temperature = i % 4 == 3 ? 0.0f : (i % 4 == 0 ? 0.7f : (i % 4 == 1 ? 1.0f : 1.5f));
-        r.top_k = i % 6 == 5 ? vocab : 0;  // a top-k of the whole vocabulary cuts nothing
+        r.top_k = i % 6 == 5 ? vocab : (i % 6 == 1 ? 40 : (i % 6 == 4 ? 2000 : 0));  // the vocabulary cuts nothing
+        r.top_p = i % 5 == 2 ? 0.9f : (i % 5 == 4 ? 0.5f : 1.0f);
         r.min_p = i % 7 == 2 ? 0.05f : 0.0f;
         r.seed = 500 + static_cast<uint64_t>(i);
         r.index = static_cast<uint64_t>(3 * i);
@@ -1052,8 +1054,8 @@ TEST_CASE("CUDA draws without a cut share a few rows among a cluster's blocks an
       cpu::SampleScratch scratch;
       for (size_t i = 0; i < reqs.size(); ++i) {
         const SampleRequest& r = reqs[i];
-        INFO("request " << i << ": row kind " << r.row % 5 << ", temperature " << r.temperature << ", min_p "
-                        << r.min_p);
+        INFO("request " << i << ": row kind " << r.row % 5 << ", temperature " << r.temperature << ", top_k "
+                        << r.top_k << ", top_p " << r.top_p << ", min_p " << r.min_p);
         const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
         CHECK(static_cast<const int32_t*>(host.get())[i] == cpu::sample_row(row, r, scratch));
       }

@@ -30,14 +30,6 @@ struct SampleRequest {
   int32_t reserved2 = 0;
 };
 
-/// Whether a request's selection cuts the order of the tokens: it draws (temperature > 0) with top-k short of the
-/// vocabulary or top-p below 1. Without a cut the selection is the best of a value per token (the logit, or the logit
-/// over the temperature plus a Gumbel variate, min-p dropping tokens), which parts of a row can find apart: the GPU
-/// sampler then shares a row among several blocks when the rows are few.
-PHOTON_HOST_DEVICE inline bool cuts_order(const SampleRequest& r, int vocab) {
-  return r.temperature > 0.0f && (r.top_p < 1.0f || (r.top_k > 0 && r.top_k < vocab));
-}
-
 /// Whether a request draws with top-p as its only cut of the order (temperature > 0, top_p < 1, no top-k short of the
 /// vocabulary): the GPU sampler's faster path, chosen on the host and checked again in the kernel.
 PHOTON_HOST_DEVICE inline bool top_p_alone(const SampleRequest& r, int vocab) {

@@ -327,12 +327,10 @@ class CudaBackend final : public Backend {
                           saved, stream_);
     }
     const int vocab = to_int(logits.size(1));
-    cuda::SampleMix mix;
-    for (const SampleRequest& r : requests) {
-      mix.any_cut = mix.any_cut || cuts_order(r, vocab);
-      mix.any_top_p_alone = mix.any_top_p_alone || top_p_alone(r, vocab);
-    }
-    cuda::sample_rows(logits.data<float>(), vocab, sample_args, static_cast<int>(n), mix, ids.data<int32_t>(), stream_);
+    const bool any_top_p_alone =
+        std::any_of(requests.begin(), requests.end(), [&](const SampleRequest& r) { return top_p_alone(r, vocab); });
+    cuda::sample_rows(logits.data<float>(), vocab, sample_args, static_cast<int>(n), any_top_p_alone,
+                      ids.data<int32_t>(), stream_);
     for (size_t i = 0; i < n; ++i) {
       if (requests[i].logprobs >= 0) sampled_logprobs_.emplace_back(static_cast<int32_t>(i), requests[i].logprobs);
     }

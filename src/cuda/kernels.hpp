@@ -144,13 +144,10 @@ void prefill_attention(const uint16_t* q, int heads, const PagedKv& kv, const in
 /// best tokens (0: all), within them the smallest set whose probability reaches top_p, and within those the tokens
 /// whose probability is at least min_p times the top one's (adjustments first: adjust_logits). `requests` [n] on the
 /// device.
-/// `mix` says which paths the rows need (the host knows their requests).
-struct SampleMix {
-  bool any_cut = false;          ///< some request cuts_order (core/sample_request.hpp)
-  bool any_top_p_alone = false;  ///< some request is top_p_alone: those take a faster path (one launch more)
-};
-void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, SampleMix mix, int32_t* out_ids,
-                 cudaStream_t s);
+/// any_top_p_alone: whether some request is top_p_alone (core/sample_request.hpp) — those take a faster path
+/// (one launch more).
+void sample_rows(const float* logits, int vocab, const SampleRequest* requests, int n, bool any_top_p_alone,
+                 int32_t* out_ids, cudaStream_t s);
 /// For each of the n queries (device memory), the log-softmax of its row of logits [rows, vocab] at its token and its
 /// row's top_k (0 to kMaxTopLogprobs) most likely tokens, best first, ties by the lower id — cpu::token_logprob's
 /// values up to the order of the sum. out [n, 1 + 2 * top_k] 32-bit words: the logprob (f32), then top_k pairs of

@@ -20,7 +20,8 @@ __device__ void search_top(const float* row, int vocab, int k, uint32_t* keys, i
                            double (*sums)[kPoints]) {
   __syncthreads();  // every thread has read *count (the caller's candidate count) before it is reset below
   const Row r{row, vocab, 0.0f, 1.0f};
-  const Cut cut = k < vocab ? find_cut<false>(r, Cut{0u, INT_MAX}, static_cast<double>(k), sums) : Cut{0u, INT_MAX};
+  SoloTeam team{sums, 0, vocab};
+  const Cut cut = k < vocab ? find_cut<false>(r, Cut{0u, INT_MAX}, static_cast<double>(k), team) : Cut{0u, INT_MAX};
   if (threadIdx.x == 0) *count = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < vocab; i += kThreads) {

@@ -2,8 +2,9 @@
 // the tokens that top-k, top-p and min-p keep — the selection of the host sampler (cpu::sample_row), with the same
 // draws (core/random.hpp). top-k and top-p keep a prefix of the tokens in their order (cuda/token_order.cuh): top-p
 // alone gathers the few tokens around its cut into shared memory and sorts them there; otherwise the kernel finds
-// the prefix's last token by searching the order, without sorting. A few rows without a cut are each shared by the
-// blocks of a thread block cluster, so that one row's draw does not run on one SM while the others idle.
+// the prefix's last token by searching the order, without sorting. When the rows are few, each is shared by the blocks
+// of a thread block cluster (every selection, by the search), so that one row's passes do not run on one SM while the
+// others idle.
 #include <cooperative_groups.h>
 
 #include "core/random.hpp"
@@ -251,41 +252,39 @@ __global__ void __launch_bounds__(kThreads, 2)
   write_best(best, best_id, vocab, out_ids + blockIdx.x);
 }
 
-// Every row, or with `decided` only those top_p_kernel left at -1: the top-k and top-p cuts found by searching the
-// order (token_order.cuh), min-p, then the draw over the row.
-__global__ void __launch_bounds__(kThreads)
-    sample_kernel(const float* logits, int vocab, const SampleRequest* args, bool decided, int32_t* out_ids) {
-  __shared__ float scratch[32];
-  __shared__ double sums[kWarps][kPoints];
-  if (decided && out_ids[blockIdx.x] >= 0) return;  // read by every thread before thread 0 writes it, at the end
-  const SampleRequest a = args[blockIdx.x];
-  const float* row = logits + static_cast<int64_t>(a.row) * vocab;
-  const bool greedy = a.temperature <= 0.0f;
+// The draw over one row by `team` (SoloTeam, or ClusterTeam below): the maximum, top-k's and top-p's cuts found by
+// searching the order (token_order.cuh), min-p, then the Gumbel-max draw (argmax when greedy) over the team's span of
+// the row, into this thread's best (value, id). Every thread of the team calls it (it contains the team's barriers).
+template <class Team>
+__device__ void draw_row(const float* row, int vocab, const SampleRequest& a, Team& team, float& best, int& best_id) {
+  const bool greedy = a.temperature <= 0.0f;  // the same for every block of the team
   float max_logit = -INFINITY;
   if (!greedy) {
-    for (int i = threadIdx.x; i < vocab; i += kThreads) max_logit = fmaxf(max_logit, row[i]);
-    max_logit = block_max(max_logit, scratch);
+    for (int i = team.begin + static_cast<int>(threadIdx.x); i < team.end; i += kThreads) {
+      max_logit = fmaxf(max_logit, row[i]);
+    }
+    max_logit = team.max(max_logit);
   }
   const double inv_t = greedy ? 1.0 : 1.0 / static_cast<double>(a.temperature);
   Cut cut{0u, INT_MAX};  // every token
   const bool top_k = a.top_k > 0 && a.top_k < vocab;
   if (!greedy && (top_k || a.top_p < 1.0f)) {
     const Row r{row, vocab, max_logit, static_cast<float>(inv_t)};
-    if (top_k) cut = find_cut<false>(r, cut, static_cast<double>(a.top_k), sums);
+    if (top_k) cut = find_cut<false>(r, cut, static_cast<double>(a.top_k), team);
     if (a.top_p < 1.0f) {
       float part[kPoints] = {};
-      for (int i = threadIdx.x; i < vocab; i += kThreads) {
+      for (int i = team.begin + static_cast<int>(threadIdx.x); i < team.end; i += kThreads) {
         if (inside(order_key(row[i]), i, cut)) part[0] += weight(r, row[i]);
       }
       double total[kPoints];
-      block_sums(part, total, sums);
-      cut = find_cut<true>(r, cut, static_cast<double>(a.top_p) * total[0], sums);
+      team.sums(part, total);
+      cut = find_cut<true>(r, cut, static_cast<double>(a.top_p) * total[0], team);
     }
   }
   const GumbelDraw draw(a, max_logit, inv_t);
-  float best = -INFINITY;
-  int best_id = vocab;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+  best = -INFINITY;
+  best_id = vocab;
+  for (int i = team.begin + static_cast<int>(threadIdx.x); i < team.end; i += kThreads) {
     float v;
     if (greedy) {
       v = row[i];
@@ -297,25 +296,103 @@ __global__ void __launch_bounds__(kThreads)
       best_id = i;
     }
   }
+}
+
+// One block scoring a whole row (token_order.cuh's SoloTeam), with the maximum as a block reduction.
+struct SoloRowTeam : SoloTeam {
+  float* scratch32;  // the block's shared memory for block_max
+
+  __device__ float max(float v) { return block_max(v, scratch32); }
+};
+
+// Every row, or with `decided` only those top_p_kernel left at -1, one block a row.
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* logits, int vocab, const SampleRequest* args, bool decided, int32_t* out_ids) {
+  __shared__ float scratch[32];
+  __shared__ double sums[kWarps][kPoints];
+  if (decided && out_ids[blockIdx.x] >= 0) return;  // read by every thread before thread 0 writes it, at the end
+  const SampleRequest a = args[blockIdx.x];
+  SoloRowTeam team{{sums, 0, vocab}, scratch};
+  float best;
+  int best_id;
+  draw_row(logits + static_cast<int64_t>(a.row) * vocab, vocab, a, team, best, best_id);
   write_best(best, best_id, vocab, out_ids + blockIdx.x);
 }
 
 // The most blocks a row is shared by (a portable cluster size).
 constexpr int kMaxParts = 8;
 
-// Rows without a cut of the order (argmax, or Gumbel-max over the row with min-p), each shared by the blocks of a
-// cluster: block `rank` of a row's cluster takes the rank-th of `parts` equal runs of its tokens. The blocks exchange
-// their runs' maxima (every block then holds the row's, so every token's value is sample_kernel's bit for bit), draw
-// over their runs, and block 0 takes the best of their bests. Distributed shared memory is written only once every
-// block of the cluster has arrived at the barrier each block passes on entry (all are running), and read after the
-// next barrier.
+// The blocks of a thread block cluster scoring one row: block `rank` of `parts` takes the rank-th of equal runs of
+// the row's tokens. Each reduction (the maximum, the sums of find_cut) is the blocks' own, then an exchange through
+// distributed shared memory: every block writes its result into every block's slot for it, the cluster barrier, then
+// every block combines the slots in rank order, so all hold the same value bit for bit and take the same decisions.
+// The sums' slots alternate between two buffers: a block writes a round's slots only after every block has passed
+// the previous round's barrier, so after every block has read the round before that. Distributed shared memory is
+// first written after the barrier that every block arrives at on entry (all are then running; `join`).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: the sm_90a compilation only
+struct ClusterTeam {
+  double (*scratch)[kPoints];           // the block's shared memory for block_sums
+  float* scratch32;                     // and for block_max
+  double (*slots)[kMaxParts][kPoints];  // [2]: the sums' exchange
+  float* max_slots;                     // [kMaxParts]: the maximum's exchange
+  int rank;
+  int parts;
+  int begin;  // the tokens [begin, end) this block scores
+  int end;
+  int round = 0;
+  bool joined = false;
+
+  // Waits until every block of the cluster has arrived at the barrier of the kernel's entry. Every thread calls it.
+  __device__ void join() {
+    if (!joined) asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    joined = true;
+  }
+
+  __device__ float max(float v) {
+    v = block_max(v, scratch32);
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    join();
+    if (static_cast<int>(threadIdx.x) < parts) *cluster.map_shared_rank(&max_slots[rank], threadIdx.x) = v;
+    cluster.sync();
+    for (int p = 0; p < parts; ++p) v = fmaxf(v, max_slots[p]);
+    return v;
+  }
+
+  __device__ void sums(const float (&part)[kPoints], double (&out)[kPoints]) {
+    block_sums(part, out, scratch);
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    join();
+    double(*slot)[kPoints] = slots[round & 1];
+    ++round;
+    if (static_cast<int>(threadIdx.x) < parts) {
+      double* to = cluster.map_shared_rank(&slot[rank][0], threadIdx.x);
+#pragma unroll
+      for (int j = 0; j < kPoints; ++j) to[j] = out[j];
+    }
+    cluster.sync();
+#pragma unroll
+    for (int j = 0; j < kPoints; ++j) {
+      double total = 0.0;
+      for (int p = 0; p < parts; ++p) total += slot[p][j];
+      out[j] = total;
+    }
+  }
+};
+#endif
+
+// Rows each shared by the blocks of a cluster (ClusterTeam): the draw of sample_kernel over each block's run of the
+// row, then block 0 takes the best of the blocks' bests.
 __global__ void __launch_bounds__(kThreads)
     split_sample_kernel(const float* logits, int vocab, const SampleRequest* args, int32_t* out_ids) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters; never launched on older GPUs (split_parts)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   __shared__ float scratch[32];
-  __shared__ float part_max[kMaxParts];
+  __shared__ double sums[kWarps][kPoints];
+  __shared__ double slots[2][kMaxParts][kPoints];
+  __shared__ float max_slots[kMaxParts];
   __shared__ float part_best[kMaxParts];
   __shared__ int part_best_id[kMaxParts];
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
@@ -323,38 +400,19 @@ __global__ void __launch_bounds__(kThreads)
   const int request = static_cast<int>(blockIdx.x) / parts;
   pdl_begin();  // the logits and the requests come from the step's kernels and uploads
   const SampleRequest a = args[request];
-  const float* row = logits + static_cast<int64_t>(a.row) * vocab;
-  const int begin = static_cast<int>(static_cast<int64_t>(vocab) * rank / parts);
-  const int end = static_cast<int>(static_cast<int64_t>(vocab) * (rank + 1) / parts);
-  const bool greedy = a.temperature <= 0.0f;  // the same for every block of the cluster
-  float max_logit = -INFINITY;
-  if (!greedy) {
-    for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) max_logit = fmaxf(max_logit, row[i]);
-    max_logit = block_max(max_logit, scratch);
-  }
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every block runs: its shared memory is there
-  if (!greedy) {
-    if (static_cast<int>(threadIdx.x) < parts) *cluster.map_shared_rank(&part_max[rank], threadIdx.x) = max_logit;
-    cluster.sync();
-    for (int p = 0; p < parts; ++p) max_logit = fmaxf(max_logit, part_max[p]);
-  }
-  const double inv_t = greedy ? 1.0 : 1.0 / static_cast<double>(a.temperature);
-  const GumbelDraw draw(a, max_logit, inv_t);
-  float best = -INFINITY;
-  int best_id = vocab;
-  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
-    float v;
-    if (greedy) {
-      v = row[i];
-    } else if (!draw.value(row[i], i, best, v)) {
-      continue;
-    }
-    if (v > best) {  // i increases, so ties keep the lower id
-      best = v;
-      best_id = i;
-    }
-  }
+  ClusterTeam team{sums,
+                   scratch,
+                   slots,
+                   max_slots,
+                   rank,
+                   parts,
+                   static_cast<int>(static_cast<int64_t>(vocab) * rank / parts),
+                   static_cast<int>(static_cast<int64_t>(vocab) * (rank + 1) / parts)};
+  float best;
+  int best_id;
+  draw_row(logits + static_cast<int64_t>(a.row) * vocab, vocab, a, team, best, best_id);
   block_best(best, best_id);
+  team.join();
   if (threadIdx.x == 0) {
     *cluster.map_shared_rank(&part_best[rank], 0) = best;
     *cluster.map_shared_rank(&part_best_id[rank], 0) = best_id;
@@ -385,21 +443,19 @@ int split_parts(int n, int vocab) {
 
 }  // namespace
 
-void sample_rows(const float* logits, int vocab, const SampleRequest* args, int n, SampleMix mix, int32_t* out_ids,
-                 cudaStream_t s) {
+void sample_rows(const float* logits, int vocab, const SampleRequest* args, int n, bool any_top_p_alone,
+                 int32_t* out_ids, cudaStream_t s) {
   if (n == 0) return;
-  if (!mix.any_cut) {
-    const int parts = split_parts(n, vocab);
-    if (parts > 1) {
-      if (launch_clusters(split_sample_kernel, dim3(static_cast<unsigned>(n * parts)), dim3(kThreads), 0, s,
-                          dim3(static_cast<unsigned>(parts)), logits, vocab, args, out_ids) == cudaSuccess) {
-        return;
-      }
-      cudaGetLastError();  // a cluster launch the device refused: nothing ran; one block a row instead
+  const int parts = split_parts(n, vocab);
+  if (parts > 1) {
+    if (launch_clusters(split_sample_kernel, dim3(static_cast<unsigned>(n * parts)), dim3(kThreads), 0, s,
+                        dim3(static_cast<unsigned>(parts)), logits, vocab, args, out_ids) == cudaSuccess) {
+      return;
     }
+    cudaGetLastError();  // a cluster launch the device refused: nothing ran; one block a row instead
   }
-  if (mix.any_top_p_alone) top_p_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
-  sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, mix.any_top_p_alone, out_ids);
+  if (any_top_p_alone) top_p_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, out_ids);
+  sample_kernel<<<n, kThreads, 0, s>>>(logits, vocab, args, any_top_p_alone, out_ids);
 }
 
 void adjust_logits(float* logits, int vocab, const SampleRequest* args, int n, const LogitAdjustment* entries,

@@ -2,8 +2,9 @@
 // without sorting: a search over the 32-bit order keys of the logits, each pass over the row scoring eight
 // candidate thresholds at once (a count of tokens, or their probability mass), then, when the cut falls inside a
 // run of equal logits, a search over ids among them. About a dozen passes over the row; a row of logits (at most a
-// few hundred KB) stays in L2. Shared by the sampler (top-k, top-p) and the logprobs' top tokens; one block of
-// kThreads threads works on one row.
+// few hundred KB) stays in L2. Shared by the sampler (top-k, top-p) and the logprobs' top tokens. A row is scored by a
+// team: one block of kThreads threads (SoloTeam), or the blocks of a thread block cluster, each over its share of the
+// row, that add their scores together (the sampler's).
 #pragma once
 
 #include <climits>
@@ -60,6 +61,15 @@ __device__ void block_sums(const float (&part)[kPoints], double (&out)[kPoints],
   }
 }
 
+// One block scoring a whole row: the reductions are block_sums.
+struct SoloTeam {
+  double (*scratch)[kPoints];  // the block's shared memory for block_sums
+  int begin;                   // the tokens [begin, end) this block scores: the row
+  int end;
+
+  __device__ void sums(const float (&part)[kPoints], double (&out)[kPoints]) { block_sums(part, out, scratch); }
+};
+
 struct Row {
   const float* logits;
   int vocab;
@@ -71,9 +81,12 @@ struct Row {
 __device__ __forceinline__ float weight(const Row& r, float logit) { return expf((logit - r.max_logit) * r.inv_t); }
 
 // The shortest prefix of the tokens inside `within` whose score reaches `target` (which must not exceed the score of
-// all of them): score = count of tokens (kMass false) or their probability mass.
-template <bool kMass>
-__device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratch)[kPoints]) {
+// all of them): score = count of tokens (kMass false) or their probability mass. Each thread scores tokens of the
+// team's span [team.begin, team.end); team.sums(part, out) gives every thread of the team the same sums of the parts
+// (a team that is several blocks adds them in one order, so every block takes the same decisions). Contains
+// barriers: every thread of the team calls it.
+template <bool kMass, class Team>
+__device__ Cut find_cut(const Row& r, Cut within, double target, Team& team) {
   // S(c) = score of the tokens inside `within` with key >= c, non-increasing in c. Invariant: S(lo) >= target,
   // S(hi + 1) = above < target.
   uint64_t lo = 0, hi = 0xffffffffull;
@@ -83,7 +96,7 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
 #pragma unroll
     for (int j = 0; j < kPoints; ++j) point[j] = static_cast<uint32_t>(lo + (hi - lo + 1) * (j + 1) / (kPoints + 1));
     float part[kPoints] = {};
-    for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
+    for (int i = team.begin + static_cast<int>(threadIdx.x); i < team.end; i += kThreads) {
       const float logit = r.logits[i];
       const uint32_t key = order_key(logit);
       if (!inside(key, i, within)) continue;
@@ -92,7 +105,7 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
       for (int j = 0; j < kPoints; ++j) part[j] += key >= point[j] ? score : 0.0f;
     }
     double s[kPoints];
-    block_sums(part, s, scratch);
+    team.sums(part, s);
     for (int j = 0; j < kPoints; ++j) {
       if (s[j] >= target) {
         lo = point[j] > lo ? point[j] : lo;
@@ -108,11 +121,11 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
   const auto key = static_cast<uint32_t>(lo);
   // Tokens at the cut's key share one logit: take as many of them, in id order, as reach the target.
   float part[kPoints] = {};
-  for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
+  for (int i = team.begin + static_cast<int>(threadIdx.x); i < team.end; i += kThreads) {
     if (order_key(r.logits[i]) == key && inside(key, i, within)) part[0] += 1.0f;
   }
   double s[kPoints];
-  block_sums(part, s, scratch);
+  team.sums(part, s);
   const auto ties = static_cast<int64_t>(s[0]);
   int64_t take = 0;
   if (kMass) {
@@ -128,10 +141,11 @@ __device__ Cut find_cut(const Row& r, Cut within, double target, double (*scratc
   while (lo_id < hi_id) {
     const int mid = lo_id + (hi_id - lo_id) / 2;
     float count[kPoints] = {};
-    for (int i = threadIdx.x; i <= mid; i += kThreads) {
+    const int stop = team.end < mid + 1 ? team.end : mid + 1;
+    for (int i = team.begin + static_cast<int>(threadIdx.x); i < stop; i += kThreads) {
       if (order_key(r.logits[i]) == key && inside(key, i, within)) count[0] += 1.0f;
     }
-    block_sums(count, s, scratch);
+    team.sums(count, s);
     if (static_cast<int64_t>(s[0]) >= take) {
       hi_id = mid;
     } else {
