@@ -1054,8 +1054,8 @@ TEST_CASE("CUDA draws share a few rows among a cluster's blocks and draw what th
       cpu::SampleScratch scratch;
       for (size_t i = 0; i < reqs.size(); ++i) {
         const SampleRequest& r = reqs[i];
-        INFO("request " << i << ": row kind " << r.row % 5 << ", temperature " << r.temperature << ", top_k "
-                        << r.top_k << ", top_p " << r.top_p << ", min_p " << r.min_p);
+        INFO("request " << i << ": row kind " << r.row % 5 << ", temperature " << r.temperature << ", top_k " << r.top_k
+                        << ", top_p " << r.top_p << ", min_p " << r.min_p);
         const std::span<const float> row(logits.data() + static_cast<size_t>(r.row) * vocab, vocab);
         CHECK(static_cast<const int32_t*>(host.get())[i] == cpu::sample_row(row, r, scratch));
       }
