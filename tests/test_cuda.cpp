@@ -1007,7 +1007,7 @@ TEST_CASE("CUDA draws share a few rows among a cluster's blocks and draw what th
   // Up to 132 / 8 rows each row is split over 8 blocks, then 4 and 2 (the odd vocabulary into runs of unequal
   // length), and 100 rows take one block each; rows flat, peaked (most tokens too far below the best to win: their
   // variates are skipped), in bf16 steps (ties across the runs, at the cuts too), with -inf runs, and all -inf but
-  // one token. Greedy, temperature alone, top-k, top-p, both, and min-p.
+  // one token. Greedy, temperature alone, top-k, top-k with top-p, and min-p.
   REQUIRE_GPU(b);
   std::mt19937 rng(12);
   for (const int vocab : {128256, 50001}) {
@@ -1042,7 +1042,9 @@ TEST_CASE("CUDA draws share a few rows among a cluster's blocks and draw what th
         r.row = rows - 1 - i;
         r.temperature = i % 4 == 3 ? 0.0f : (i % 4 == 0 ? 0.7f : (i % 4 == 1 ? 1.0f : 1.5f));
         r.top_k = i % 6 == 5 ? vocab : (i % 6 == 1 ? 40 : (i % 6 == 4 ? 2000 : 0));  // the vocabulary cuts nothing
-        r.top_p = i % 5 == 2 ? 0.9f : (i % 5 == 4 ? 0.5f : 1.0f);
+        // Top-p only after a top-k: a request with top-p alone sends its step to the one-block kernels.
+        const bool cuts = i % 6 == 1 || i % 6 == 4;
+        r.top_p = cuts && i % 5 == 2 ? 0.9f : (cuts && i % 5 == 4 ? 0.5f : 1.0f);
         r.min_p = i % 7 == 2 ? 0.05f : 0.0f;
         r.seed = 500 + static_cast<uint64_t>(i);
         r.index = static_cast<uint64_t>(3 * i);
