@@ -268,6 +268,56 @@ TEST_CASE("randomized submit / cancel / step keeps every invariant") {
   CHECK(s.block_manager().num_free_blocks() == c.num_blocks);
 }
 
+TEST_CASE("a step planned before the last one's tokens are known leaves out the requests they finish by length") {
+  // The last token of a request (its max_tokens-th, or the one reaching max_model_len) is a placeholder when the next
+  // step is planned; commit() then finishes the request, so a row planned for it would be computed only to be
+  // dropped — and, where every prompt fills a step (perplexity's chunks, which generate one token each), it would push
+  // each next prompt across two steps.
+  SchedulerConfig c;
+  c.max_num_batched_tokens = 16;
+  c.num_blocks = 64;
+  c.block_size = 4;
+  c.max_model_len = 40;
+  std::mt19937 rng(21);
+  Scheduler s(c);
+  for (uint64_t id = 1; id <= 3; ++id) REQUIRE(s.add_request(make_request(id, random_prompt(rng, 16), 1)).is_ok());
+  REQUIRE(s.add_request(make_request(4, random_prompt(rng, 5), 4)).is_ok());
+  REQUIRE(s.add_request(make_request(5, random_prompt(rng, 30), 10)).is_ok());  // and at max_model_len
+  int64_t computed = 0;
+  std::vector<int32_t> first_steps;  // num_new_tokens of the one-token requests' steps
+  const auto sample = [&](const SchedulerOutput& out) {
+    std::vector<int32_t> ids(out.scheduled.size(), -1);
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      const ScheduledRequest& x = out.scheduled[i];
+      computed += x.num_new_tokens;
+      if (x.request->id <= 3) first_steps.push_back(x.num_new_tokens);
+      if (x.sample) ids[i] = fake_next_token(x.request->tokens);
+    }
+    return ids;
+  };
+  SchedulerOutput current = s.schedule();
+  std::vector<int32_t> sampled = sample(current);
+  for (int step = 0; s.has_unfinished(); ++step) {
+    REQUIRE(step < 1000);
+    std::vector<int32_t> placeholders(current.scheduled.size(), -1);
+    s.advance(current, placeholders);
+    SchedulerOutput next = s.schedule();
+    s.commit(current, sampled);
+    for (const ScheduledRequest& x : next.scheduled) {
+      INFO("request " << x.request->id << " planned after its last token");
+      CHECK_FALSE(x.request->is_finished());
+    }
+    s.remove_finished();
+    REQUIRE(s.check_invariants().is_ok());
+    current = std::move(next);
+    sampled = sample(current);
+  }
+  // Every token computed once, as a step-by-step run computes it: a prompt, then each output but the last fed back.
+  CHECK(computed == (3 * 16) + (5 + 4 - 1) + (30 + 10 - 1));
+  CHECK(first_steps == std::vector<int32_t>{16, 16, 16});  // each one-token prompt in one step
+  CHECK(s.block_manager().num_free_blocks() == c.num_blocks);
+}
+
 TEST_CASE("planning a step before the last one's tokens are known gives the tokens of update()") {
   // Async scheduling: advance() appends placeholders, the next step is planned over them, then commit() writes the
   // sampled ids. Under preemption and prefix hits the outputs must equal the step-by-step run's.

@@ -57,7 +57,8 @@ SchedulerOutput Scheduler::schedule() {
   // Plans `n` new tokens for `r` under the logits budget; returns the rows it needs (-1: nothing fits).
   auto plan = [&](Request* r, int32_t& n) -> int32_t {
     n = std::min(r->num_tokens() - r->num_computed_tokens, budget);
-    if (n <= 0) return -1;
+    // A request at its length limit is waiting for its last token's commit, which finishes it (async scheduling).
+    if (n <= 0 || reaches_length(*r)) return -1;
     if (r->wants_prompt_logprobs()) {
       n = std::min(n, logit_budget);
       return n > 0 ? n : -1;
@@ -155,11 +156,13 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+bool Scheduler::reaches_length(const Request& r) const {
+  return r.num_output_tokens() >= r.params.max_tokens || r.num_tokens() >= config_.max_model_len;
+}
+
 bool Scheduler::check_stop(Request& r, bool stop_string_hit) const {
   const int32_t last = r.tokens.back();
-  if (r.num_output_tokens() >= r.params.max_tokens || r.num_tokens() >= config_.max_model_len) {
-    r.finish_reason = FinishReason::kLength;
-  }
+  if (reaches_length(r)) r.finish_reason = FinishReason::kLength;
   const bool is_eos = std::find(eos_ids_.begin(), eos_ids_.end(), last) != eos_ids_.end();
   const auto& stops = r.params.stop_token_ids;
   if (stop_string_hit || (is_eos && !r.params.ignore_eos) ||

@@ -86,7 +86,9 @@ class Scheduler {
   /// model can resolve, see ForwardBatch::token_ids) for every request that sampled, so schedule() can plan the next
   /// step. commit(): writes the sampled ids over the placeholders and applies the stop checks; must follow the
   /// advance() of the same output before anything else appends tokens. Entries whose request is null (dropped by
-  /// the caller) or finished are skipped by both.
+  /// the caller) or finished are skipped by both. A request whose placeholder reaches its max_tokens or
+  /// max_model_len is not planned into the next step: commit() will finish it, and its row would be computed only
+  /// to be dropped.
   void advance(const SchedulerOutput& output, std::span<const int32_t> placeholders);
   std::vector<Request*> commit(const SchedulerOutput& output, std::span<const int32_t> sampled,
                                std::span<const uint8_t> stop_string_hit = {});
@@ -114,6 +116,8 @@ class Scheduler {
   void preempt(Request* r);
   void free_request(Request* r);
   bool check_stop(Request& r, bool stop_string_hit) const;
+  /// Whether r's tokens (a placeholder not yet committed included) reach max_tokens or max_model_len.
+  bool reaches_length(const Request& r) const;
 
   SchedulerConfig config_;
   BlockManager blocks_;
