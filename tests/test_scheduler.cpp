@@ -268,6 +268,28 @@ TEST_CASE("randomized submit / cancel / step keeps every invariant") {
   CHECK(s.block_manager().num_free_blocks() == c.num_blocks);
 }
 
+// Runs `s` to the end as async scheduling does: each step is planned after the step before it advanced over
+// placeholders and before it commits. `sample(out)` gives a step's ids once every token it planned is known;
+// `committed(next, finished)` sees the step planned ahead and the requests the commit before it finished.
+template <typename Sample, typename Committed>
+void run_planning_ahead(Scheduler& s, Sample sample, Committed committed) {
+  SchedulerOutput current = s.schedule();
+  std::vector<int32_t> sampled = sample(current);
+  for (int step = 0; s.has_unfinished(); ++step) {
+    REQUIRE(step < 10000);
+    std::vector<int32_t> placeholders(current.scheduled.size(), -1);
+    for (size_t i = 0; i < placeholders.size(); ++i) placeholders[i] = -static_cast<int32_t>(i) - 1;
+    s.advance(current, placeholders);
+    SchedulerOutput next = s.schedule();
+    REQUIRE(s.check_invariants().is_ok());
+    committed(next, s.commit(current, sampled));
+    s.remove_finished();
+    REQUIRE(s.check_invariants().is_ok());
+    current = std::move(next);
+    sampled = sample(current);
+  }
+}
+
 TEST_CASE("a step planned before the last one's tokens are known leaves out the requests they finish by length") {
   // The last token of a request (its max_tokens-th, or the one reaching max_model_len) is a placeholder when the next
   // step is planned; commit() then finishes the request, so a row planned for it would be computed only to be
@@ -295,23 +317,12 @@ TEST_CASE("a step planned before the last one's tokens are known leaves out the 
     }
     return ids;
   };
-  SchedulerOutput current = s.schedule();
-  std::vector<int32_t> sampled = sample(current);
-  for (int step = 0; s.has_unfinished(); ++step) {
-    REQUIRE(step < 1000);
-    std::vector<int32_t> placeholders(current.scheduled.size(), -1);
-    s.advance(current, placeholders);
-    SchedulerOutput next = s.schedule();
-    s.commit(current, sampled);
+  run_planning_ahead(s, sample, [](const SchedulerOutput& next, const std::vector<Request*>&) {
     for (const ScheduledRequest& x : next.scheduled) {
       INFO("request " << x.request->id << " planned after its last token");
       CHECK_FALSE(x.request->is_finished());
     }
-    s.remove_finished();
-    REQUIRE(s.check_invariants().is_ok());
-    current = std::move(next);
-    sampled = sample(current);
-  }
+  });
   // Every token computed once, as a step-by-step run computes it: a prompt, then each output but the last fed back.
   CHECK(computed == (3 * 16) + (5 + 4 - 1) + (30 + 10 - 1));
   CHECK(first_steps == std::vector<int32_t>{16, 16, 16});  // each one-token prompt in one step
@@ -356,26 +367,14 @@ TEST_CASE("planning a step before the last one's tokens are known gives the toke
     }
     return ids;
   };
-  SchedulerOutput current = s.schedule();
-  std::vector<int32_t> sampled = sample(current);
-  for (int step = 0; s.has_unfinished(); ++step) {
-    REQUIRE(step < 10000);
-    std::vector<int32_t> placeholders(current.scheduled.size(), -1);
-    for (size_t i = 0; i < placeholders.size(); ++i) placeholders[i] = -static_cast<int32_t>(i) - 1;
-    s.advance(current, placeholders);
-    SchedulerOutput next = s.schedule();
-    REQUIRE(s.check_invariants().is_ok());
-    for (Request* r : s.commit(current, sampled)) {
+  run_planning_ahead(s, sample, [&](SchedulerOutput& next, const std::vector<Request*>& finished) {
+    for (Request* r : finished) {
       outputs[r->id] = std::vector<int32_t>(r->tokens.begin() + r->num_prompt_tokens, r->tokens.end());
     }
     for (ScheduledRequest& x : next.scheduled) {
       if (x.request->is_finished()) x.request = nullptr;  // its planned token is dropped
     }
-    s.remove_finished();
-    REQUIRE(s.check_invariants().is_ok());
-    current = std::move(next);
-    sampled = sample(current);
-  }
+  });
   CHECK(outputs == expected);
   CHECK(s.stats().num_preemptions > 0);
   CHECK(s.stats().prefix_cache_hits > 0);
